@@ -1,8 +1,4 @@
-"""Figures from a forward pass's ``Internals`` or plain arrays, never from a model, as bertviz's views.
-
-embeddings: projections, per-layer cosines, heatmaps, score bars. attention: bertviz views drawn offline, a per-head
-heatmap and summary. differences: per-query differences of systems from a baseline.
-"""
+"""Figures from a forward pass's ``Internals`` or plain arrays, never from a model, as bertviz's views."""
 
 from ctxir.viz.attention import (  # noqa: F401 -- public API
     MAX_ATTENTION_CELLS,

@@ -1,10 +1,7 @@
-"""Attention figures from ``Internals`` (never a model): bertviz's views made to draw offline, a heatmap, a per-head
-summary.
+"""Attention figures from ``Internals`` (never a model): bertviz's views drawing offline, a heatmap, a head summary.
 
-bertviz 1.4.1's HTML loads require.js, d3 v5 and jQuery from cdnjs: here those loads are replaced by d3 from ``mpld3``
-and jQuery from ``xstatic-jquery``, inlined with a small ``require`` shim. Weights are rounded and the layers/heads
-limited so that a view stays small enough to send (``check_attention_size``).
-"""
+bertviz 1.4.1's HTML loads require.js, d3 v5 and jQuery from cdnjs: here d3 comes from ``mpld3`` and jQuery from
+``xstatic-jquery``, inlined with a small ``require`` shim; ``check_attention_size`` keeps a view small enough to send."""
 
 from __future__ import annotations
 
@@ -18,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ctxir.types import CtxirError, Internals
-from ctxir.viz.embeddings import new_figure
+from ctxir.viz.embeddings import annotate, new_figure
 
 _CDN_SCRIPT = re.compile(r"<script[^>]*src=\"https?://[^\"]*\"[^>]*>\s*</script>", re.IGNORECASE)
 _REMOTE_LOAD = re.compile(r"(src|href)=[\"']?https?://|['\"]https?://[^'\"]*\.js['\"]", re.IGNORECASE)
@@ -222,29 +219,18 @@ def bertviz_document(
     layers, heads = check_attention_size(internals, layers, heads, max_tokens, max_cells)
     # float64, so the rounded values print short
     rounded = np.round(internals.attentions.astype(np.float64), decimals)  # (layers, heads, tokens, tokens)
-    tokens = list(internals.tokens)
-    b_start = internals.sentence_b_start
-    if view == "head":
-        # head view has no head filter: pass only the chosen heads
-        attention = [torch.from_numpy(rounded[i][heads]).unsqueeze(0) for i in range(rounded.shape[0])]
-        html = head_view(
-            attention,
-            tokens,
-            sentence_b_start=b_start,
-            include_layers=layers,
-            layer=layers[0],
-            html_action="return",
-        ).data
+    shown = {
+        "sentence_b_start": internals.sentence_b_start,
+        "include_layers": layers,
+        "html_action": "return",
+    }
+    if view == "head":  # head view has no head filter: pass only the chosen heads
+        attention = [torch.from_numpy(weights[heads]).unsqueeze(0) for weights in rounded]
+        html = head_view(attention, list(internals.tokens), layer=layers[0], **shown).data
     else:
-        attention = [torch.from_numpy(rounded[i]).unsqueeze(0) for i in range(rounded.shape[0])]
+        attention = [torch.from_numpy(weights).unsqueeze(0) for weights in rounded]
         html = model_view(
-            attention,
-            tokens,
-            sentence_b_start=b_start,
-            include_layers=layers,
-            include_heads=heads,
-            display_mode="light",
-            html_action="return",
+            attention, list(internals.tokens), include_heads=heads, display_mode="light", **shown
         ).data
     return offline_document(html, title=f"ctxir attention {view} view")
 
@@ -286,19 +272,7 @@ def attention_weights_figure(
         ax.axhline(edge, color="white", lw=1)
         ax.axvline(edge, color="white", lw=1)
     if n_tokens <= 24:
-        for i in range(n_tokens):
-            for j in range(n_tokens):
-                value = weights[i, j]
-                ax.text(
-                    j,
-                    i,
-                    f"{value:.2f}",
-                    ha="center",
-                    va="center",
-                    fontsize=6,
-                    color="black" if value > 0.6 * weights.max() else "white",
-                    in_layout=False,
-                )
+        annotate(ax, weights, 6, 0.6 * weights.max())
     ax.set_title(f"attention, layer {layer} head {head} (each row sums to 1)")
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     fig.set_layout_engine("tight")
@@ -313,27 +287,23 @@ def head_summary(internals: Internals, decimals: int = 3) -> list[dict]:
     tokens = internals.tokens
     cls = [i for i, t in enumerate(tokens) if t in ("[CLS]", "<s>")]
     sep = [i for i, t in enumerate(tokens) if t in ("[SEP]", "</s>")]
-    entropy = -(attn * np.log(np.clip(attn, 1e-12, None))).sum(-1).mean(-1)  # (layers, heads)
-    to_cls = attn[..., cls].sum(-1).mean(-1)  # (layers, heads); 0 without such tokens
-    to_sep = attn[..., sep].sum(-1).mean(-1)
-    self_share = np.diagonal(attn, axis1=2, axis2=3).mean(-1)
-    prev_share = np.diagonal(attn, offset=-1, axis1=2, axis2=3).sum(-1) / n_tokens
-    next_share = np.diagonal(attn, offset=1, axis1=2, axis2=3).sum(-1) / n_tokens
+    shares = {  # each (layers, heads); [CLS] / separator shares 0 without such tokens
+        "entropy": -(attn * np.log(np.clip(attn, 1e-12, None))).sum(-1).mean(-1),
+        "to_cls": attn[..., cls].sum(-1).mean(-1),
+        "to_sep": attn[..., sep].sum(-1).mean(-1),
+        "to_self": np.diagonal(attn, axis1=2, axis2=3).mean(-1),
+        "to_previous": np.diagonal(attn, offset=-1, axis1=2, axis2=3).sum(-1) / n_tokens,
+        "to_next": np.diagonal(attn, offset=1, axis1=2, axis2=3).sum(-1) / n_tokens,
+    }
     rows = []
     for layer in range(n_layers):
         for head in range(n_heads):
-            flat = int(np.argmax(attn[layer, head]))
-            i, j = divmod(flat, n_tokens)
+            i, j = divmod(int(np.argmax(attn[layer, head])), n_tokens)
+            row = {"layer": layer, "head": head}
+            row.update({key: round(float(share[layer, head]), decimals) for key, share in shares.items()})
             rows.append(
                 {
-                    "layer": layer,
-                    "head": head,
-                    "entropy": round(float(entropy[layer, head]), decimals),
-                    "to_cls": round(float(to_cls[layer, head]), decimals),
-                    "to_sep": round(float(to_sep[layer, head]), decimals),
-                    "to_self": round(float(self_share[layer, head]), decimals),
-                    "to_previous": round(float(prev_share[layer, head]), decimals),
-                    "to_next": round(float(next_share[layer, head]), decimals),
+                    **row,
                     "max_weight": round(float(attn[layer, head, i, j]), decimals),
                     "max_from": tokens[i],
                     "max_to": tokens[j],

@@ -46,13 +46,9 @@ def project(vectors: np.ndarray, method: str = "pca", seed: int = 0) -> np.ndarr
         raise CtxirError(f"a 2-D projection needs at least 3 tokens, got {n}: type a longer text")
     if method == "pca":
         return PCA(n_components=2, random_state=seed).fit_transform(vectors).astype(np.float64)
-    # perplexity must stay below N
-    perplexity = float(min(30.0, max(2.0, (n - 1) / 4)))
-    return (
-        TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed, max_iter=500)
-        .fit_transform(vectors)
-        .astype(np.float64)
-    )
+    perplexity = float(min(30.0, max(2.0, (n - 1) / 4)))  # it must stay below N
+    tsne = TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed, max_iter=500)
+    return tsne.fit_transform(vectors).astype(np.float64)
 
 
 def projection_figure(
@@ -161,23 +157,20 @@ def heatmap_figure(
     ax.set_xlabel(style.xlabel)
     ax.set_ylabel(style.ylabel)
     if style.annotate if style.annotate is not None else rows * cols <= 200:
-        middle = (np.nanmax(matrix) + np.nanmin(matrix)) / 2
-        for i in range(rows):
-            for j in range(cols):
-                ax.text(
-                    j,
-                    i,
-                    f"{matrix[i, j]:.2f}",
-                    ha="center",
-                    va="center",
-                    fontsize=7,
-                    color="black" if matrix[i, j] > middle else "white",
-                    in_layout=False,
-                )
+        annotate(ax, matrix, 7, (np.nanmax(matrix) + np.nanmin(matrix)) / 2)
     ax.set_title(title)
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     fig.set_layout_engine("tight")
     return fig
+
+
+def annotate(ax, matrix: np.ndarray, fontsize: int, dark_above: float) -> None:
+    """Each cell's value written on it: black on cells above ``dark_above``, white on the others."""
+    for (i, j), value in np.ndenumerate(matrix):
+        color = "black" if value > dark_above else "white"
+        ax.text(
+            j, i, f"{value:.2f}", ha="center", va="center", fontsize=fontsize, color=color, in_layout=False
+        )
 
 
 def scores_figure(documents: Sequence[str], columns: dict[str, Sequence[float | None]]):
