@@ -52,25 +52,19 @@ COLLECTIONS = {
 @dataclass
 class EvaluateRerankerArgs:
     model: str = flag(help="re-ranker folder: a cross-encoder or a CLS-LR ranker")
-    kind: str = flag(
-        "auto", "re-ranker kind (ctxir.rerank.registry); auto = cls-lr if cls_lr_config.json is there"
-    )
+    kind: str = flag("auto", "re-ranker kind (ctxir.rerank.registry); auto: cls-lr if cls_lr_config.json is")
     dev_from: str = flag("", "folder whose metrics.json names the held-out claims the fusion is chosen on")
     data_dir: str = flag(DEFAULT_DATA_DIR, "benchmark data root")
     choose_fusion: bool = flag(False, "choose the fused mode on held-out claims, write <model>/fusion.json")
     fusion_depth: int = flag(20, "BM25 candidates per claim when choosing the fusion")
-    fusion_dev: str = flag(
-        "scifact", f"dev parts the passages and fusion are chosen on, of {FUSION_DEV_PARTS}"
-    )
+    fusion_dev: str = flag("scifact", f"dev parts the passages and fusion are chosen on: {FUSION_DEV_PARTS}")
     fusion_dev_queries: int = flag(SQUAD_DEV_QUERIES, "--fusion-dev squad: questions drawn")
     topic_words: int = flag(50, "--fusion-dev squad-topics: words of a query")
     fusion_rule: str = flag("mean", "how a weight is chosen over the dev parts: mean or worst-part")
     fusion_methods: str = flag("rrf", "stage fusions the choice tries: comma list of rrf, calibrated")
     fusion_min_gain: float = flag(0.0, "a dev gain below this gets the largest first-stage weight")
     fusion_max_loss: float = flag(0.005, "refuse a fused mode this far below its first stage on a dev part")
-    choose_passages: bool = flag(
-        False, "choose first tokens or best window (MaxP), write <model>/passages.json"
-    )
+    choose_passages: bool = flag(False, "choose first tokens or best window (MaxP): <model>/passages.json")
     passage_words: int = flag(70, "MaxP window, words")
     passage_stride: int = flag(50, "MaxP: a new window every N words")
     read_tokens: int = flag(0, "--choose-passages: tokens per pair (0 = the model's max length)")
@@ -189,19 +183,16 @@ def load_kind(args: EvaluateRerankerArgs):
     if kind == "auto":
         kind = kinds.CLS_LR if (Path(args.model) / CLS_LR_CONFIG).is_file() else kinds.CROSS_ENCODER
     if kind not in RERANKERS:
-        raise CtxirError(
-            f"--kind {args.kind!r} is not a re-ranker kind: use auto or one of {', '.join(RERANKERS)}"
-        )
+        raise CtxirError(f"--kind {args.kind!r} is not a re-ranker kind: use auto or {', '.join(RERANKERS)}")
     if kind != kinds.CROSS_ENCODER:
         return RERANKERS[kind].load(args.model, args.device, args.batch_size)
     from ctxir.encoders.models import load_cross_encoder
     from ctxir.rerank import CrossEncoderReranker
     from ctxir.rerank.registry import passages_for
 
+    # uncached: a folder trained again in this process must not come back stale
     reranker = CrossEncoderReranker(
-        load_cross_encoder.__wrapped__(
-            args.model, args.device
-        ),  # uncached: a folder trained again is not stale
+        load_cross_encoder.__wrapped__(args.model, args.device),
         batch_size=args.batch_size,
         passages=passages_for(args.model),
         backend=args.rerank_backend,
@@ -213,14 +204,11 @@ def load_kind(args: EvaluateRerankerArgs):
 def dev_claims(folder: Path, args: EvaluateRerankerArgs) -> DevClaims:
     """The held-out SciFact training claims --dev-from's (else --model's) metrics.json names, and --fusion-dev's
     SQuAD parts."""
-    corpus, queries, qrels, metrics = heldout_claims(
-        Path(args.dev_from) if args.dev_from else folder, args.data_dir
-    )
+    corpus, queries, qrels, metrics = heldout_claims(Path(args.dev_from or folder), args.data_dir)
     config = metrics.get("config") or {}
     parts = {"scifact": (corpus, queries, qrels)}
-    described = [
-        f"{len(queries)} held-out SciFact training claims (dev split {config.get('dev_split', 'random')!r})"
-    ]
+    split = config.get("dev_split", "random")
+    described = [f"{len(queries)} held-out SciFact training claims (dev split {split!r})"]
     if "squad" in comma_list(args.fusion_dev):
         parts["squad"] = squad_dev(config, args.data_dir, args.fusion_dev_queries)
         described.append(f"{len(parts['squad'][1])} SQuAD questions the model did not train on")
@@ -233,28 +221,24 @@ def dev_claims(folder: Path, args: EvaluateRerankerArgs) -> DevClaims:
             "articles' other paragraphs relevant"
         )
     merged = [{k: v for part in parts.values() for k, v in part[i].items()} for i in range(3)]
-    bm25 = dev_hits(parts, [kinds.BM25], args.fusion_depth)[kinds.BM25]
+    bm25 = first_stage_hits(parts.values(), [kinds.BM25], args.fusion_depth)[kinds.BM25]
     return DevClaims(*merged, bm25, f"{' + '.join(described)}, BM25 top {args.fusion_depth}", parts)
 
 
-def dev_hits(parts: dict, names: list[str], depth: int) -> dict[str, dict]:
-    """{name: {qid: top ``depth`` hits}} of the app's first stages, each dev part over its own corpus."""
-    out: dict[str, dict] = {name: {} for name in names}
-    for corpus, queries, _ in parts.values():
-        for name, hits in stage_hits(corpus, queries, names, depth).items():
-            out[name].update(hits)
-    return out
-
-
-def stage_hits(corpus: dict, queries: dict[str, str], names: list[str], depth: int) -> dict[str, dict]:
-    """{name: {qid: top ``depth`` hits}} of the app's first stages, built as the app builds them."""
+def first_stage_hits(parts, names: list[str], depth: int) -> dict[str, dict]:
+    """{name: {qid: top ``depth`` hits}} of the app's first stages, built as the app builds them, each of ``parts``
+    ((corpus, queries, …)) over its own corpus."""
     from ctxir.encoders import BiEncoder
     from ctxir.rerank.pipeline import build_first_stages
     from ctxir.retrieval.registry import get_first_stage
 
     encoders = [BiEncoder()] if any(get_first_stage(n).uses_bi_encoder for n in names) else []
-    stages = build_first_stages(corpus, names, encoders, show_progress=True) if names else {}
-    return {name: stages[name].search(queries, depth) for name in names}
+    out: dict[str, dict] = {name: {} for name in names}
+    for corpus, queries, *_ in parts if names else ():
+        stages = build_first_stages(corpus, names, encoders, show_progress=True)
+        for name in names:
+            out[name].update(stages[name].search(queries, depth))
+    return out
 
 
 def choose_passages(reranker, args: EvaluateRerankerArgs, dev: DevClaims) -> dict:
@@ -292,7 +276,7 @@ def choose_passages(reranker, args: EvaluateRerankerArgs, dev: DevClaims) -> dic
         "chosen_on": dev.chosen_on,
         "measured_with": str(
             Path(args.model)
-        ),  # a later stage that copies the file must not pass its figures off as its own
+        ),  # a later stage copying the file must not pass it off as its own
     }
     write_json(Path(args.model) / PASSAGES_FILE, record)
     print(f"passages: {method} (dev nDCG@10 alone: {ndcg}) -> {Path(args.model) / PASSAGES_FILE}", flush=True)
@@ -303,28 +287,20 @@ def choose_fusion(reranker, args: EvaluateRerankerArgs, dev: DevClaims, scored: 
     """fusion.json: the fusion weight that does best on the dev queries over BM25's candidates, and under
     "first_stages" over dense's and hybrid's."""
     calibration = fusion_calibration(Path(args.model), comma_list(args.fusion_methods))
+    rules = (args.fusion_min_gain, dev.parts, args.fusion_rule, calibration, args.fusion_max_loss)
+    store = (args.scores_dir, stamp)  # score_candidates' store_root, stamp
     chosen = {}
-    for kind, hits in {
+    stages = {
         kinds.BM25: dev.bm25,
-        **dev_hits(dev.parts, ["dense", "hybrid"], args.fusion_depth),
-    }.items():
-        label = f"{len(dev.queries)} dev queries" + ("" if kind == kinds.BM25 else f", {kind} candidates")
-        scored = score_candidates(
-            reranker, dev.queries, hits, dev.corpus, label, args.scores_dir, stamp, scored
-        )
-        chosen[kind] = fusion_grid(
-            dev.qrels,
-            hits,
-            scored,
-            args.fusion_depth,
-            args.fusion_min_gain,
-            dev.parts,
-            args.fusion_rule,
-            calibration,
-            args.fusion_max_loss,
-        )
+        **first_stage_hits(dev.parts.values(), ["dense", "hybrid"], args.fusion_depth),
+    }
+    for kind, hits in stages.items():
+        bm25 = kind == kinds.BM25
+        label = f"{len(dev.queries)} dev queries" + ("" if bm25 else f", {kind} candidates")
+        scored = score_candidates(reranker, dev.queries, hits, dev.corpus, label, *store, scored)
+        chosen[kind] = fusion_grid(dev.qrels, hits, scored, args.fusion_depth, *rules)
         chosen[kind]["chosen_on"] = (
-            dev.chosen_on.replace("BM25 top", f"{kind} top") if kind != kinds.BM25 else dev.chosen_on
+            dev.chosen_on if bm25 else dev.chosen_on.replace("BM25 top", f"{kind} top")
         )
         row = chosen[kind]["dev"]
         print(
@@ -367,22 +343,19 @@ def evaluate_collection(
     queries = {q: t for q, t in queries.items() if q in qrels}
     sci = name == "scifact"
     others = [k for k in comma_list(args.other_first_stages) if not (sci and k == kinds.BM25)]
-    hits = stage_hits(corpus, queries, others, args.other_depth)
+    hits = first_stage_hits([(corpus, queries)], others, args.other_depth)
     out, parts = {}, {"all": None}
     if sci:
         seen, unseen = seen_split(qrels, load_beir(data_folder(args.data_dir, name), "train")[2])
-        out, parts = (
-            {"seen_queries": len(seen), "unseen_queries": len(unseen)},
-            {**parts, "seen": seen, "unseen": unseen},
-        )
-        hits = {kinds.BM25: stage_hits(corpus, queries, [kinds.BM25], max(depths))[kinds.BM25], **hits}
+        out = {"seen_queries": len(seen), "unseen_queries": len(unseen)}
+        parts.update(seen=seen, unseen=unseen)
+        hits = {**first_stage_hits([(corpus, queries)], [kinds.BM25], max(depths)), **hits}
     scored = {}
     for kind, first in hits.items():
         cuts = depths if sci and kind == kinds.BM25 else [args.other_depth]
         label = f"SciFact test, {'BM25' if kind == kinds.BM25 else kind}" if sci else f"{name} {kind}"
-        scored = score_candidates(
-            reranker, queries, first, corpus, f"{label} top {max(cuts)}", args.scores_dir, stamp, scored
-        )
+        label = f"{label} top {max(cuts)}"
+        scored = score_candidates(reranker, queries, first, corpus, label, args.scores_dir, stamp, scored)
         for depth in cuts:
             runs = stage_runs(first, scored, depth, fusion.for_first_stage(kind))
             summaries = {part: _summary(qrels, runs, ids) for part, ids in parts.items()}
@@ -395,18 +368,13 @@ def _summary(qrels: dict, runs: dict[str, dict], queries: set[str] | None = None
     from ctxir.evaluation import evaluate_run, paired_test
 
     qrels = {q: r for q, r in qrels.items() if queries is None or q in queries}
-    results = {
-        name: evaluate_run(qrels, run, k_values=(10,), metrics=("ndcg", "mrr")) for name, run in runs.items()
-    }
-    out = {"queries": len(qrels)}
-    out.update(
-        {
-            name: {m: round(float(r.aggregate[m]), 4) for m in ("nDCG@10", "MRR@10")}
-            for name, r in results.items()
-        }
-    )
+    out, per_query = {"queries": len(qrels)}, {}
+    for name, run in runs.items():
+        result = evaluate_run(qrels, run, k_values=(10,), metrics=("ndcg", "mrr"))
+        out[name] = {m: round(float(result.aggregate[m]), 4) for m in ("nDCG@10", "MRR@10")}
+        per_query[name] = result.per_query
     for name in ("alone", "fused") if len(qrels) >= 2 else ():
-        test = paired_test(results["first_stage"].per_query, results[name].per_query)
+        test = paired_test(per_query["first_stage"], per_query[name])
         out[f"{name}_vs_first_stage"] = {
             k: round(v, 4) if isinstance(v, float) else v for k, v in test.items()
         }
@@ -427,11 +395,9 @@ def record_head(reranker, folder: Path, fusion_record: dict, output: Path) -> di
         "command": "python -m training.evaluate_reranker " + " ".join(sys.argv[1:]),
     }
     if hasattr(reranker, "passages"):  # a cross-encoder: how it read documents longer than its max length
-        passages = reranker.passages
+        p = reranker.passages
         head["passages"] = (
-            {"method": "max", "words": passages.words, "stride": passages.stride}
-            if passages
-            else {"method": "first"}
+            {"method": "max", "words": p.words, "stride": p.stride} if p else {"method": "first"}
         )
     earlier = read_json(output)
     commands = earlier.get("commands") or ([earlier["command"]] if earlier.get("command") else [])
@@ -455,34 +421,22 @@ def evaluation_rows(result: dict) -> list[dict]:
     fusion, rows = result.get("fusion") or {}, []
     for name, first_stage, part, s in figures(result):
         stage, _, depth = first_stage.partition("@")
-        weights = ((fusion.get("first_stages") or {}).get(stage) or {}).get("weights") or fusion.get(
-            "weights"
-        )
-        rrf = f"RRF {weights[0]:g} : {weights[1]:g}" if weights else "RRF"
-        changed = s.get("fused_vs_first_stage") or {}
-        if weights and weights[0] >= TIE_BREAK_WEIGHT * weights[1]:
-            if {"wins", "losses"} <= changed.keys():
-                rrf += f"; {changed['wins'] + changed['losses']} of {s['queries']} queries changed"
-            fused = f"default: {stage}'s order kept, only its ties re-ordered ({rrf})"
+        chosen = (fusion.get("first_stages") or {}).get(stage) or {}
+        weights, changed = chosen.get("weights") or fusion.get("weights"), s.get("fused_vs_first_stage") or {}
+        if not weights:
+            fused = "fused with the first stage (RRF)"
+        elif weights[0] < TIE_BREAK_WEIGHT * weights[1]:
+            fused = f"default: fused with the first stage (RRF {weights[0]:g} : {weights[1]:g})"
         else:
-            fused = (
-                f"default: fused with the first stage ({rrf})"
-                if weights
-                else "fused with the first stage (RRF)"
-            )
+            fused = f"RRF {weights[0]:g} : {weights[1]:g}"
+            if {"wins", "losses"} <= changed.keys():
+                fused += f"; {changed['wins'] + changed['losses']} of {s['queries']} queries changed"
+            fused = f"default: {stage}'s order kept, only its ties re-ordered ({fused})"
         where = "" if part == "all" else f", {part}-abstract claims ({s['queries']})"
         for mode, label in (("alone", "re-ranker alone"), ("fused", fused)):
-            dataset, split = COLLECTIONS[name]
             config = f"{first_stage.replace('@', ' top ')}{where}, {label}"
-            row = evaluation_row(
-                dataset,
-                split,
-                "reranking",
-                "nDCG@10",
-                s["first_stage"]["nDCG@10"],
-                s[mode]["nDCG@10"],
-                config=config,
-            )
+            before, after = s["first_stage"]["nDCG@10"], s[mode]["nDCG@10"]
+            row = evaluation_row(*COLLECTIONS[name], "reranking", "nDCG@10", before, after, config=config)
             row.update(queries=s.get("queries"), first_stage=stage, depth=int(depth) if depth else None)
             if part != "all":
                 cites = "a training claim cites" if part == "seen" else "no training claim cites"
@@ -512,9 +466,8 @@ def merge_evaluation_rows(rows: list[dict], new: list[dict]) -> list[dict]:
 
 def report(result: dict) -> str:
     """A plain-text table of every nDCG@10 in an evaluation.json."""
-    lines = [
-        f"{'collection / first stage / split':46} {'first':>7} {'alone':>7} {'fused':>7}  wins/losses alone, fused"
-    ]
+    header = f"{'collection / first stage / split':46} {'first':>7} {'alone':>7} {'fused':>7}"
+    lines = [f"{header}  wins/losses alone, fused"]
     for name, first_stage, part, s in figures(result):
         label = f"scifact test {first_stage} {part}" if name == "scifact" else f"{name} {first_stage}"
         a, f = s.get("alone_vs_first_stage", {}), s.get("fused_vs_first_stage", {})

@@ -100,9 +100,8 @@ def fusion_grid(
     from ctxir.rerank.stage_fusion import TIE_BREAK_WEIGHT
 
     def row_for(method: str, weight: float) -> dict:
-        runs = stage_runs(
-            first, scored, depth, StageFusion(method, (weight, 1.0), FUSION_K, calibration=calibration)
-        )
+        fusion = StageFusion(method, (weight, 1.0), FUSION_K, calibration=calibration)
+        runs = stage_runs(first, scored, depth, fusion)
         row = {"method": method, "weights": [weight, 1.0]}
         row.update({k: round(dev_ndcg(qrels, run, parts), 4) for k, run in runs.items()})
         if parts and len(parts) > 1:
@@ -136,9 +135,8 @@ def fusion_grid(
         held["min_gain"] = {"value": min_gain, "applied": applied}
     if max_loss >= 0:
         applied = not holds(best)
-        if (
-            applied
-        ):  # towards the first stage: RRF's larger weights (any, after a calibrated pick), smallest first
+        # towards the first stage: RRF's larger weights (any after a calibrated pick), smallest first
+        if applied:
             floor = best["weights"][0] if best["method"] == "rrf" else -1.0
             holding = [r for r in rrf_rows if r["weights"][0] > floor and holds(r)]
             # else (even breaking ties loses) the RRF row that loses least
