@@ -655,19 +655,21 @@ def test_real_scifact_run_with_minilm(shared_data, minilm_path, tmp_path):
     assert ranker.coef.shape == (384,) and ranker.max_length == 128
 
 
-def test_feature_cache_round_trips_and_treats_a_torn_file_as_a_miss(tmp_path):
+def test_feature_cache_round_trips_and_treats_a_torn_file_as_a_miss(tmp_path, monkeypatch):
+    cls, logits = np.arange(6, dtype=np.float32).reshape(2, 3), np.array([0.5, -1.0], dtype=np.float32)
+    passes = []
+    monkeypatch.setattr(cls_lr, "cross_encoder_pass", lambda *a: passes.append(a) or (cls, logits))
     cache = cls_lr.FeatureCache(str(tmp_path), "model", -1, 64)
     pairs = [("q", "d1"), ("q", "d2")]
-    cls, logits = np.arange(6, dtype=np.float32).reshape(2, 3), np.array([0.5, -1.0], dtype=np.float32)
-    assert cache.get(pairs) is None
-    cache.put(pairs, cls, logits)
-    got = cache.get(pairs)
-    np.testing.assert_array_equal(got[0], cls)
-    np.testing.assert_array_equal(got[1], logits)
+    for score_feature in (False, True):
+        x, got = cache.read(None, pairs, "pairs", 2, score_feature)
+        np.testing.assert_array_equal(x, np.concatenate([cls, logits[:, None]], 1) if score_feature else cls)
+        np.testing.assert_array_equal(got, logits)
+    assert len(passes) == 1 and cache.timings["pairs"]["cached"]  # the second read came from the cache
     assert not list(tmp_path.glob("*.tmp*"))  # written through a temporary file, then renamed
-    key = cache.key(pairs)
-    (tmp_path / f"{key}-logit.npy").write_bytes(b"\x93NUMPY half a fi")  # a write cut short
-    assert cache.get(pairs) is None
-    assert (
-        cls_lr.FeatureCache(str(tmp_path), "model", -1, 128).get(pairs) is None
-    )  # another max_length: another key
+    (tmp_path / f"{cache.key(pairs)}.npy").write_bytes(b"\x93NUMPY half a fi")  # a write cut short
+    cache.read(None, pairs, "pairs", 2, False)
+    assert len(passes) == 2 and not cache.timings["pairs"]["cached"]
+    assert cls_lr.FeatureCache(str(tmp_path), "model", -1, 128).key(pairs) != cache.key(
+        pairs
+    )  # another max_length

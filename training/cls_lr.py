@@ -192,8 +192,8 @@ def cross_encoder_pass(
 
 
 class FeatureCache:
-    """Pairs' ([CLS], logits) of one cross-encoder pass as .npy in an ``EmbeddingCache`` (atomic writes: a torn file is
-    a miss), keyed by the model, layer, max_length and the pairs; ``timings``: each read's pairs and seconds."""
+    """Pairs' [CLS] and logit (one cross-encoder pass) as one .npy in an ``EmbeddingCache`` (atomic writes: a torn
+    file is a miss), keyed by the model, layer, max_length and the pairs; ``timings``: each read's pairs and seconds."""
 
     def __init__(self, root: str, model_key: str, layer: int, max_length: int):
         self.store = EmbeddingCache(Path(root).expanduser()) if root else None
@@ -206,29 +206,22 @@ class FeatureCache:
             digest.update(q.encode() + b"\x00" + d.encode() + b"\x01")
         return digest.hexdigest()[:32]
 
-    def get(self, pairs: Sequence[Pair]) -> tuple[np.ndarray, np.ndarray] | None:
-        if self.store is None:
-            return None
-        cls, logits = (self.store.get(f"{self.key(pairs)}-{part}") for part in ("cls", "logit"))
-        return None if cls is None or logits is None else (cls, logits)
-
-    def put(self, pairs: Sequence[Pair], cls: np.ndarray, logits: np.ndarray) -> None:
-        if self.store is not None:
-            self.store.put(f"{self.key(pairs)}-cls", cls)
-            self.store.put(f"{self.key(pairs)}-logit", logits)
-
     def read(self, cross_encoder, pairs: Sequence[Pair], desc: str, batch_size: int, score_feature: bool):
         """(features (N, hidden[+1]): [CLS], + the cross-encoder's score as the last column with ``score_feature``
         (ClsLrRanker's column order); the logits (N,)), from the cache or one pass (then cached)."""
-        found, start = self.get(pairs), time.perf_counter()
+        start, key = time.perf_counter(), self.key(pairs)
+        found = self.store.get(key) if self.store is not None else None  # (N, hidden + 1): [CLS], logit
         self.timings[desc] = {"pairs": len(pairs), "cached": found is not None}
         if found is None:
-            found = cross_encoder_pass(cross_encoder, pairs, self.layer, self.max_length, batch_size, desc)
-            self.put(pairs, *found)
+            cls, logits = cross_encoder_pass(
+                cross_encoder, pairs, self.layer, self.max_length, batch_size, desc
+            )
+            found = np.concatenate([cls, logits[:, None]], 1)
+            if self.store is not None:
+                self.store.put(key, found)
         self.timings[desc]["seconds"] = seconds = round(time.perf_counter() - start, 1)
         print(f"{desc}: {len(pairs)} pairs in {seconds} s{' (feature cache)' * self.timings[desc]['cached']}")
-        cls, logits = found
-        return (np.concatenate([cls, logits[:, None]], 1) if score_feature else cls), logits
+        return (found if score_feature else found[:, :-1]), found[:, -1]
 
 
 # ---------------------------------------------------------------- the fit

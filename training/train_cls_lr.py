@@ -66,7 +66,6 @@ class ClsLrArgs(RunArgs):
     max_samples: int = flag(-1, "use a seeded subset of this many train queries (-1 = all)")
     max_fit_queries: int = flag(-1, "fit on a seeded subset of this many non-held-out queries (-1 = all)")
     c_grid: str = flag("0.0001,0.0003,0.001,0.003,0.01,0.1,1,10", "LogisticRegression C values tried")
-    class_weight: str = flag("balanced", "'balanced' or 'none'")
     cv_metric: str = flag(
         "average-precision", "grouped cross-validation maximises: average-precision or ndcg"
     )
@@ -104,7 +103,6 @@ def check_args(args: ClsLrArgs) -> tuple[list[float], list[float]]:
             )
     check_choice(args.heldout_queries, "--heldout-queries", ("random", "base-unseen"))
     check_choice(args.cv_metric, "--cv-metric", CV_METRICS)
-    check_choice(args.class_weight, "--class-weight", ("balanced", "none"))
     c_grid = positive_grid("--c-grid", args.c_grid, "0.01,0.1,1", "C")
     pick_device(args.device)
     set_threads(args.torch_threads)
@@ -223,10 +221,9 @@ def run(args: ClsLrArgs) -> dict:
         # 4. fit: C (and the score's emphasis) and the F1-maximising threshold by query-grouped cross-validation on
         # the fit queries only, then the fit on all of them
         x_fit, y_fit, g_fit = x[fit_rows], pairs.labels[fit_rows], pairs.groups[fit_rows]
-        class_weight = None if args.class_weight == "none" else args.class_weight
         metric = CV_METRICS[args.cv_metric]
         (best_c, emphasis), cv = cls_lr.choose_c(
-            x_fit, y_fit, g_fit, c_grid, emphases, class_weight, args.cv_folds, args.seed, metric
+            x_fit, y_fit, g_fit, c_grid, emphases, "balanced", args.cv_folds, args.seed, metric
         )
         threshold, oof_f1 = cls_lr.best_f1_threshold(y_fit, cv[best_c, emphasis]["oof"])
         ce_threshold, ce_fit_f1 = cls_lr.best_f1_threshold(y_fit, ce[fit_rows])
@@ -234,13 +231,13 @@ def run(args: ClsLrArgs) -> dict:
             f"chosen {cls_lr.setting_name(best_c, emphasis)}; out-of-fold F1-maximising threshold {threshold:.4f} "
             f"(probability {expit(threshold):.4f}, F1 {oof_f1:.4f})"
         )
-        coef, intercept, model = cls_lr.fit_logistic(x_fit, y_fit, best_c, class_weight, args.seed, emphasis)
+        coef, intercept, model = cls_lr.fit_logistic(x_fit, y_fit, best_c, "balanced", args.seed, emphasis)
         fit_seconds = time.perf_counter() - fit_start
         final_loss = float(log_loss(y_fit, model.predict_proba(x_fit)[:, 1], labels=[0, 1]))
 
         # 5. save the ranker (safetensors + JSON), base_model relative to it, or '.' when bundled
         base_ref = base_reference(args.base_model, base_path, output, args.bundle_base)
-        meta = {"C": best_c, "score_emphasis": emphasis, "class_weight": class_weight}
+        meta = {"C": best_c, "score_emphasis": emphasis, "class_weight": "balanced"}
         meta.update(
             standardised_then_folded=True, threshold=threshold, threshold_probability=float(expit(threshold))
         )
@@ -248,17 +245,8 @@ def run(args: ClsLrArgs) -> dict:
             threshold_chosen_on="out-of-fold scores of the fit queries (max F1)", train_pairs=len(y_fit)
         )
         meta.update(train_positives=int(y_fit.sum()), base_model_given=args.base_model)
-        ranker = ClsLrRanker(
-            base_path,
-            coef,
-            intercept,
-            args.layer,
-            max_length,
-            device,
-            args.batch_size,
-            meta,
-            args.score_feature,
-        )
+        settings = (args.layer, max_length, device, args.batch_size, meta, args.score_feature)
+        ranker = ClsLrRanker(base_path, coef, intercept, *settings)
         ranker.base_model = base_ref
         ranker.save(output)
         print(f"saved {output / 'cls_lr.safetensors'} and cls_lr_config.json (base_model {base_ref!r})")
