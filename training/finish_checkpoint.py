@@ -28,7 +28,7 @@ class FinishCheckpointArgs:
     step: int = flag(0, "the checkpoint to finish on (checkpoints/checkpoint-<step>)")
     output_dir: str = flag("", "the folder to write (default: <run>-<step>)")
     metric: str = flag(
-        "ndcg@10", "the dev metric recorded, when the run recorded none (the shortest key ending in it)"
+        "ndcg@10", "the dev metric recorded when the run recorded none (the shortest key ending in it)"
     )
 
 
@@ -134,36 +134,31 @@ def metric_key(dev: dict[str, float], metric: str, recorded: str = "") -> str:
     return keys[0]
 
 
-def copy_model_files(checkpoint: Path, out: Path, run_dir: Path) -> list[Path]:
+def copy_model_files(checkpoint: Path, out: Path, run_dir: Path) -> dict[Path, Path]:
     """The checkpoint's JSON, safetensors and vocab files that the run's own saved model has too, under ``out``;
     a file already there must be the same bytes (a folder holding other weights is refused)."""
-    files = [
-        p
+    # what ctxir's loaders read, never a pickle, of the files the run's own saved model has
+    files = {
+        p.relative_to(checkpoint): p
         for p in sorted(checkpoint.rglob("*"))
-        if p.is_file()
-        and p.suffix in (".json", ".safetensors", ".txt")  # what ctxir's loaders read, never a pickle
-        and (run_dir / p.relative_to(checkpoint)).is_file()
-    ]
+        if p.suffix in (".json", ".safetensors", ".txt") and (run_dir / p.relative_to(checkpoint)).is_file()
+    }
     if not any(p.suffix == ".safetensors" for p in files):
         raise CtxirError(
             f"--run {str(run_dir)!r} holds no saved model beside its metrics.json to take the layout "
             "from: pass the folder of a finished run"
         )
     clashes = [
-        str(p.relative_to(checkpoint))
-        for p in files
-        if (out / p.relative_to(checkpoint)).is_file()
-        and not filecmp.cmp(p, out / p.relative_to(checkpoint), shallow=False)
+        str(f) for f, p in files.items() if (out / f).is_file() and not filecmp.cmp(p, out / f, shallow=False)
     ]
     if clashes:
         raise CtxirError(
             f"--output-dir {str(out)!r} already holds other files named {clashes}: pass a new folder, "
             "or the copy of this very checkpoint"
         )
-    for p in files:
-        dest = out / p.relative_to(checkpoint)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(p, dest)
+    for f, p in files.items():
+        (out / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(p, out / f)
     return files
 
 
