@@ -97,17 +97,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_app(env: dict, timeout_s: float = 600.0) -> tuple:
-    """(process, url, seconds until the page answered HTTP 200) for ``python app.py`` on a free loopback port."""
+def start_app(env: dict, timeout_s: float = 600.0, flags: list[str] = (), log=subprocess.DEVNULL) -> tuple:
+    """(process, url, seconds until the page answered HTTP 200) for ``python app.py FLAGS`` on a free loopback
+    port, its output into ``log``."""
     port = free_port()
     root = Path(__file__).resolve().parents[1]
     started = time.perf_counter()
     process = subprocess.Popen(
-        [sys.executable, str(root / "app.py"), "--host", "127.0.0.1", "--port", str(port)],
+        [sys.executable, str(root / "app.py"), "--host", "127.0.0.1", "--port", str(port), *flags],
         cwd=root,
         env={**os.environ, "HF_HUB_OFFLINE": "1", **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}/"
     try:
@@ -401,31 +402,20 @@ def ratio(numerator, denominator) -> str:
 
 
 def format_app(record: dict) -> str:
+    rows = []
+    for label, r in record["results"].items():
+        view, callback = r.get("in_process_view_p50_ms"), r.get("in_process_callback_p50_ms")
+        client, session = r.get("p50_ms"), r.get("http_session_p50_ms")
+        ms = [view, callback, client, r.get("p95_ms"), r.get("http_p50_ms"), r.get("http_p95_ms"), session]
+        ratios = [ratio(client, view), ratio(client, callback), ratio(session, view)]
+        kb = [cell(r.get(key) and r[key] / 1000, "{:,.1f}") for key in ("json_bytes", "file_bytes")]
+        cells = [*(cell(v, "{:.0f}") for v in ms), *ratios, *kb]
+        rows.append([label, f"`{r['api_name']}`", *cells, str(r["n"]), r.get("error", "")])
     return markdown_table(
         "endpoint | api | view in process, p50 ms | callback in process, p50 ms | gradio_client p50 ms | p95 ms | "
         "HTTP API p50 ms | p95 ms | HTTP API, one session, p50 ms | gradio_client ÷ view | "
         "gradio_client ÷ callback | HTTP API, one session ÷ view | JSON KB | files KB | calls | error",
-        [
-            [
-                label,
-                f"`{r['api_name']}`",
-                cell(r.get("in_process_view_p50_ms"), "{:.0f}"),
-                cell(r.get("in_process_callback_p50_ms"), "{:.0f}"),
-                cell(r.get("p50_ms"), "{:.0f}"),
-                cell(r.get("p95_ms"), "{:.0f}"),
-                cell(r.get("http_p50_ms"), "{:.0f}"),
-                cell(r.get("http_p95_ms"), "{:.0f}"),
-                cell(r.get("http_session_p50_ms"), "{:.0f}"),
-                ratio(r.get("p50_ms"), r.get("in_process_view_p50_ms")),
-                ratio(r.get("p50_ms"), r.get("in_process_callback_p50_ms")),
-                ratio(r.get("http_session_p50_ms"), r.get("in_process_view_p50_ms")),
-                cell(r.get("json_bytes") and r["json_bytes"] / 1000, "{:,.1f}"),
-                cell(r.get("file_bytes") and r["file_bytes"] / 1000, "{:,.1f}"),
-                str(r["n"]),
-                r.get("error", ""),
-            ]
-            for label, r in record["results"].items()
-        ],
+        rows,
     )
 
 

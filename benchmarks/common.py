@@ -17,7 +17,7 @@ import numpy as np
 
 from ctxir import DEFAULT_BI_ENCODER, CtxirError, resolve_model
 from ctxir.cli import cli_main
-from ctxir.files import write_json
+from ctxir.files import cpu_count, write_json
 
 # The flags that decide these kernels' speed, reported with every run (all flags are in /proc/cpuinfo).
 SIMD_FLAGS = (
@@ -32,7 +32,7 @@ SIMD_FLAGS = (
 def machine() -> dict:
     """Cores, CPU model and SIMD flags, memory, load and library versions: printed beside every number."""
     info: dict = {
-        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "cores": cpu_count(),
         "platform": platform.platform(),
         "python": platform.python_version(),
     }
@@ -51,14 +51,15 @@ def machine() -> dict:
     except (ValueError, OSError, AttributeError):
         pass
 
-    versions = {}
-    for package in ("numpy", "torch", "faiss-cpu", "sentence-transformers"):
-        try:
-            versions[package] = version(package)
-        except PackageNotFoundError:
-            versions[package] = None
-    info["versions"] = versions
+    info["versions"] = {p: installed(p) for p in ("numpy", "torch", "faiss-cpu", "sentence-transformers")}
     return info
+
+
+def installed(package: str) -> str | None:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
 
 
 def load_average() -> list[float]:
@@ -122,7 +123,6 @@ def command_line(kind: str, argv: list[str] | None) -> str:
 
 def main_for(kind: str, args_class: type, run: Callable, argv: list[str] | None) -> int:
     """``python -m benchmarks.KIND --flags``: parse ``args_class``, call ``run(args, flags)`` (exit 2 on bad input)."""
-
     argv = list(sys.argv[1:] if argv is None else argv)
     return cli_main(args_class, lambda args: run(args, argv), argv)
 
@@ -161,12 +161,6 @@ def finish(
 # ---------------------------------------------------------------- argument and data helpers
 
 
-def save(record: dict, path: str) -> None:
-    """``record`` as JSON at ``path`` (under the repository root when relative)."""
-    out = write_json(Path(__file__).resolve().parents[1] / path, record)
-    print(f"wrote {out}", flush=True)
-
-
 def summary_ms(values: list[float]) -> dict:
     return {
         "p50_ms": round(float(np.percentile(values, 50)) * 1000, 2),
@@ -185,19 +179,6 @@ def normalise(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def covariance_noise(centres: np.ndarray, noise: float) -> Callable[[int, np.random.Generator], np.ndarray]:
-    """A sampler of (n, dim) Gaussian noise with the centres' covariance, scaled so E|u|² = noise²."""
-    _, singular, vt = np.linalg.svd(centres - centres.mean(0), full_matrices=False)
-    scale = singular / np.sqrt(len(centres))  # (dim,) standard deviation along each principal direction
-    scale *= noise / np.sqrt((scale**2).sum())
-    scale, vt = scale.astype(np.float32), vt.astype(np.float32)
-
-    def sample(n: int, rng: np.random.Generator) -> np.ndarray:
-        return (rng.standard_normal((n, len(scale)), dtype=np.float32) * scale) @ vt
-
-    return sample
-
-
 def numbers(text: str, what: str) -> list[int]:
     try:
         values = [int(x) for x in text.split(",") if x.strip()]
@@ -210,7 +191,6 @@ def numbers(text: str, what: str) -> list[int]:
 
 def resolve_model_path(name: str) -> str:
     """A folder for ``name`` ('' = the packaged all-MiniLM-L6-v2, offline)."""
-
     return resolve_model(name or DEFAULT_BI_ENCODER)
 
 

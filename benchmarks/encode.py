@@ -47,10 +47,7 @@ SHIPPED_AS = {
 @dataclass
 class EncodeArgs:
     output: str = flag("", "JSON path (default: results/bench/encode.json)")
-    variants: str = flag(
-        ",".join(ENCODE_VARIANTS),
-        f"comma-separated, of {', '.join(ENCODE_VARIANTS)} (st, the baseline, is always measured)",
-    )
+    variants: str = flag(",".join(ENCODE_VARIANTS), "comma-separated (st, the baseline, is always measured)")
     model: str = flag("", "bi-encoder folder or id ('' = packaged all-MiniLM-L6-v2)")
     data_root: str = flag("../shared/data", "holds scifact/ and the calibration set (BEIR layout)")
     num_texts: int = flag(256, "timed texts: the first N SciFact abstracts")
@@ -59,12 +56,8 @@ class EncodeArgs:
     threads: int = flag(0, "torch and ONNX Runtime intra-op threads (0 = all cores)")
     short_length: int = flag(128, "max-length-short: the shorter max_seq_length")
     ndcg: bool = flag(True, "SciFact test nDCG@10 of every variant (encodes the corpus)")
-    ndcg_docs: int = flag(
-        0, "0 = all SciFact documents; N = the judged test documents + random others up to N"
-    )
-    calibration_set: str = flag(
-        "msmarco_sample", "onnx-int8-static: folder under --data-root that calibrates"
-    )
+    ndcg_docs: int = flag(0, "0 = all SciFact documents; N = the judged ones + random others up to N")
+    calibration_set: str = flag("msmarco_sample", "onnx-int8-static: folder under --data-root calibrating it")
     calibration_texts: int = flag(256, "passages fed to the static calibration")
     onnx_dir: str = flag("", "where ONNX files go and are reused (default: results/bench/onnx)")
     cache_dir: str = flag("", "ctxir cache root for corpus embeddings ($CTXIR_CACHE)")
@@ -249,8 +242,7 @@ def read_inputs(args: EncodeArgs) -> EncodeInputs:
 def time_variants(
     variants: dict, texts: list[str], threads: int, args: EncodeArgs
 ) -> tuple[dict, dict, dict]:
-    """(sgemm peaks, passes per variant, first-pass vectors per variant): one untimed pass each, then ``--repeats``
-    timed passes interleaved so that load changes hit every variant alike."""
+    """(sgemm peaks, passes, first-pass vectors) per variant: ``--repeats`` passes interleaved, after a warm-up."""
     import torch
 
     peaks = {"before": sgemm_gflops(threads)}

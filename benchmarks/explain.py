@@ -10,11 +10,13 @@ import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import command_line, machine, main_for, save
+from benchmarks.common import command_line, machine, main_for
 from ctxir.cli import flag
+from ctxir.files import write_json
 
 
 @dataclass
@@ -137,7 +139,7 @@ def run(args: BenchmarkArgs, argv: list[str] | None = None) -> dict:
             flush=True,
         )
     report["load_average_at_end"] = os.getloadavg()
-    save(report, args.output)
+    print(f"wrote {write_json(Path(__file__).resolve().parents[1] / args.output, report)}", flush=True)
     return report
 
 

@@ -78,44 +78,33 @@ def build_exact_st(docs: np.ndarray, args: IndexSettings) -> Built:
     return Built(search, docs.nbytes, 0.0, "sentence-transformers semantic_search, corpus_chunk_size=50,000")
 
 
-def _fill_hnsw(index, docs: np.ndarray, args: IndexSettings, label: str, start: float) -> tuple[float, int]:
-    """Set the HNSW search settings and add ``docs`` in chunks: (seconds since ``start``, graph bytes)."""
-    index.hnsw.efConstruction = args.faiss_ef_construction
-    index.hnsw.efSearch = args.faiss_ef_search
-    chunk = max(10_000, len(docs) // 100)
-    for begin in _progress(range(0, len(docs), chunk), len(docs), chunk, label, args.progress):
-        index.add(docs[begin : begin + chunk])
+def build_faiss_hnsw(docs: np.ndarray, args: IndexSettings, sq8: bool) -> Built:
+    """faiss HNSW over the float32 vectors, or over SQ8 codes with float re-scoring of ``rescore`` × k."""
+    import faiss
+    from tqdm.auto import tqdm
+
+    start = time.perf_counter()
+    codes = "SQ8" if sq8 else "Flat"
+    index = faiss.index_factory(docs.shape[1], f"HNSW{args.faiss_m},{codes}", faiss.METRIC_INNER_PRODUCT)
+    if sq8:
+        sample = np.random.default_rng(args.seed).choice(len(docs), min(len(docs), 100_000), replace=False)
+        index.train(docs[np.sort(sample)])
     hnsw = index.hnsw
+    hnsw.efConstruction, hnsw.efSearch = args.faiss_ef_construction, args.faiss_ef_search
+    chunk, label = max(10_000, len(docs) // 100), "faiss HNSW SQ8" if sq8 else "faiss HNSW"
+    with tqdm(total=len(docs), unit="vec", desc=label, disable=not args.progress, mininterval=1.0) as bar:
+        for begin in range(0, len(docs), chunk):
+            index.add(docs[begin : begin + chunk])
+            bar.update(min(chunk, len(docs) - begin))
+    seconds = time.perf_counter() - start
     graph = hnsw.neighbors.size() * 4 + hnsw.levels.size() * 4 + hnsw.offsets.size() * 8
-    return time.perf_counter() - start, graph
-
-
-def build_faiss_hnsw(docs: np.ndarray, args: IndexSettings) -> Built:
-    import faiss
-
-    start = time.perf_counter()
-    index = faiss.IndexHNSWFlat(docs.shape[1], args.faiss_m, faiss.METRIC_INNER_PRODUCT)
-    seconds, graph = _fill_hnsw(index, docs, args, "faiss HNSW", start)
-    notes = f"faiss IndexHNSWFlat M={args.faiss_m} {_ef(args)}, float32 vectors + graph in memory"
-    return Built(lambda q, k: index.search(q, k)[1][0], docs.nbytes + graph, seconds, notes)
-
-
-def _ef(args: IndexSettings) -> str:
-    return f"efConstruction={args.faiss_ef_construction} efSearch={args.faiss_ef_search}"
-
-
-def build_faiss_hnsw_sq8(docs: np.ndarray, args: IndexSettings) -> Built:
-    import faiss
-
-    start = time.perf_counter()
-    index = faiss.index_factory(docs.shape[1], f"HNSW{args.faiss_m},SQ8", faiss.METRIC_INNER_PRODUCT)
-    sample = np.random.default_rng(args.seed).choice(len(docs), min(len(docs), 100_000), replace=False)
-    index.train(docs[np.sort(sample)])
-    seconds, graph = _fill_hnsw(index, docs, args, "faiss HNSW SQ8", start)
+    ef = f"efConstruction={args.faiss_ef_construction} efSearch={args.faiss_ef_search}"
+    if not sq8:
+        notes = f"faiss IndexHNSWFlat M={args.faiss_m} {ef}, float32 vectors + graph in memory"
+        return Built(lambda q, k: index.search(q, k)[1][0], docs.nbytes + graph, seconds, notes)
     search = _rescorer(docs, lambda q, k: index.search(q, k * max(1, args.rescore))[1][0])
-    codes = faiss.downcast_index(index.storage).code_size
-    notes = f"faiss HNSW{args.faiss_m},SQ8 {_ef(args)} + float re-scoring of {args.rescore}×k"
-    return Built(search, index.ntotal * codes + graph, seconds, notes)
+    notes = f"faiss HNSW{args.faiss_m},SQ8 {ef} + float re-scoring of {args.rescore}×k"
+    return Built(search, index.ntotal * faiss.downcast_index(index.storage).code_size + graph, seconds, notes)
 
 
 def build_ctxir_ann(
@@ -197,15 +186,6 @@ def build_binary(docs: np.ndarray, args: IndexSettings) -> Built:
     return Built(_rescorer(docs, candidates), codes.nbytes, seconds, notes)
 
 
-def _progress(steps, total: int, chunk: int, what: str, show: bool):
-    from tqdm.auto import tqdm
-
-    with tqdm(total=total, unit="vec", desc=what, disable=not show, mininterval=1.0) as bar:
-        for step in steps:
-            yield step
-            bar.update(min(chunk, total - step))
-
-
 def build(name: str, docs: np.ndarray, args: IndexSettings, folder: Path, results: dict) -> Built:
     """The index ``name`` over ``docs``; the ctxir-ann rows after the first reopen its file (``results`` so far)."""
     if name.startswith("ctxir-ann"):
@@ -218,8 +198,8 @@ def build(name: str, docs: np.ndarray, args: IndexSettings, folder: Path, result
 BUILDERS: dict[str, Callable[[np.ndarray, IndexSettings], Built]] = {
     "exact": build_exact,
     "exact-st": build_exact_st,
-    "faiss-hnsw": build_faiss_hnsw,
-    "faiss-hnsw-sq8": build_faiss_hnsw_sq8,
+    "faiss-hnsw": lambda docs, args: build_faiss_hnsw(docs, args, sq8=False),
+    "faiss-hnsw-sq8": lambda docs, args: build_faiss_hnsw(docs, args, sq8=True),
     "int8-flat": build_int8_flat,
     "binary": build_binary,
 }

@@ -50,14 +50,8 @@ class ReportArgs:
         metadata={"help": "JSON files written by search, encode, rerank, app and train"}
     )
     plot: str = flag("", "PNG: search p50 latency and recall@10 against corpus size")
-    markdown: str = flag(
-        "",
-        "write the tables into this page (e.g. docs/results.md) between its report markers, leaving the rest of the "
-        "page alone",
-    )
-    figures: str = flag(
-        "docs", "with --markdown: folder for performance-<kind>.png and bench/<input>.json copies"
-    )
+    markdown: str = flag("", "write the tables into this page between its report markers, the rest kept")
+    figures: str = flag("docs", "with --markdown: folder for performance-<kind>.png and bench/ JSON copies")
 
 
 def kind_of(record: dict) -> str:

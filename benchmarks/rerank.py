@@ -41,16 +41,12 @@ class RerankArgs:
     output: str = flag("", "JSON path (default: results/bench/rerank.json)")
     model: str = flag("", "cross-encoder folder or id ('' = packaged MiniLM body + fresh 1-label head)")
     candidates: str = flag("10,20,50,100", "re-ranked candidates per query")
-    collection: str = flag(
-        "scifact", "scifact (train queries, from --data-root) or demo (the app's demo corpus)"
-    )
+    collection: str = flag("scifact", "scifact (train queries, from --data-root) or demo (the app's corpus)")
     num_queries: int = flag(20, "queries timed (latency only)")
     warmup: int = 2
     repeats: int = flag(3, "passes over the queries; p50/p95 are their medians")
     batch_size: int = flag(32, "pairs per forward pass (CrossEncoderReranker's default)")
-    backend: str = flag(
-        "torch", "how the re-ranker scores: torch, onnx or onnx-int8 (app.py --rerank-backend)"
-    )
+    backend: str = flag("torch", "how the re-ranker scores: torch, onnx or onnx-int8 (as app.py's)")
     threads: int = flag(0, "torch threads (0 = all cores)")
     compare_st: bool = flag(False, "also time a plain sentence-transformers CrossEncoder of the same shape")
     data_root: str = "../shared/data"

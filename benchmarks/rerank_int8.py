@@ -21,10 +21,7 @@ VARIANTS = ("torch", "torch-int8", "onnx", "onnx-int8", "onnx-int8-all")  # torc
 
 @dataclass
 class Int8Args:
-    model: str = flag(
-        str(ROOT / "ctxir" / "assets" / "models" / "cross-encoder"),
-        "cross-encoder folder whose metrics.json names its held-out training claims",
-    )
+    model: str = flag(str(ROOT / "ctxir/assets/models/cross-encoder"), "metrics.json names held-out claims")
     data_dir: str = flag(str(ROOT.parent / "shared" / "data"), "benchmark data root")
     depth: int = flag(20, "BM25 candidates per claim")
     tolerance: float = flag(0.005, "largest nDCG@10 change that keeps int8")

@@ -16,7 +16,6 @@ import numpy as np
 
 from benchmarks.common import (
     cell,
-    covariance_noise,
     figure,
     finish,
     load_average,
@@ -45,13 +44,9 @@ class SearchArgs(IndexSettings):
     num_queries: int = flag(300, "timed single queries per pass (≥ 200 for p95)")
     warmup: int = flag(20, "untimed queries first")
     repeats: int = flag(3, "timed passes; the reported p50/p95 are their medians")
-    scan_queries: int = flag(
-        0, "full scans (exact, exact-st, int8-flat): time only the first N queries (0: all)"
-    )
+    scan_queries: int = flag(0, "full scans (exact, exact-st, int8-flat): time the first N queries (0: all)")
     k: int = flag(10, "hits per query (recall@k against exact)")
-    real_docs: int = flag(
-        -1, "at most this many real documents (-1 = all 10,183; 0 = synthetic only, no model)"
-    )
+    real_docs: int = flag(-1, "at most this many real documents (-1 = all 10,183; 0 = synthetic, no model)")
     data_root: str = flag("../shared/data", "folder holding scifact/ and msmarco_sample/ (BEIR layout)")
     noise: float = flag(1.0, "synthetic documents: rms norm of the noise added to a real embedding")
     search_threads: int = flag(1, "torch and faiss threads while single queries are timed")
@@ -90,11 +85,13 @@ def synthetic(
     centres: np.ndarray, count: int, noise: float, rng: np.random.Generator, chunk: int = 100_000
 ) -> np.ndarray:
     """``count`` unit vectors: a random centre + noise with the centres' covariance (rms norm ``noise``)."""
-    sample = covariance_noise(centres, noise)
+    _, singular, vt = np.linalg.svd(centres - centres.mean(0), full_matrices=False)
+    scale = singular / np.sqrt(len(centres))  # (dim,) standard deviation along each principal direction
+    scale, vt = (scale * noise / np.sqrt((scale**2).sum())).astype(np.float32), vt.astype(np.float32)
     out = np.empty((count, centres.shape[1]), dtype=np.float32)
     for begin in range(0, count, chunk):
         n = min(chunk, count - begin)
-        noise_block = sample(n, rng)
+        noise_block = (rng.standard_normal((n, len(scale)), dtype=np.float32) * scale) @ vt
         out[begin : begin + n] = normalise(centres[rng.integers(0, len(centres), n)] + noise_block)
     return out
 
@@ -170,14 +167,6 @@ def exact_top_k(docs: np.ndarray, queries: np.ndarray, k: int, chunk: int = 200_
         keep = np.argsort(-best_s, axis=1, kind="stable")[:, :k]
         best_s, best_i = np.take_along_axis(best_s, keep, 1), np.take_along_axis(best_i, keep, 1)
     return best_i
-
-
-def recall_at_k(found: list[np.ndarray], truth: np.ndarray, k: int) -> float:
-    return float(
-        np.mean(
-            [len(set(f[:k].tolist()) & set(t[:k].tolist())) / k for f, t in zip(found, truth, strict=True)]
-        )
-    )
 
 
 # ---------------------------------------------------------------- timing
@@ -260,10 +249,14 @@ def measure(
     """One index's row: latency over single queries on ``--search-threads``, recall against ``truth``, memory."""
     set_threads(args.search_threads)
     passes, found = time_queries(built.search, queries, args, args.scan_queries if name in FULL_SCANS else 0)
+    k = min(10, args.k)
+    recall = np.mean(
+        [len(set(f[:k].tolist()) & set(t[:k].tolist())) / k for f, t in zip(found, truth, strict=False)]
+    )
     row = {
         "p50_ms": round(float(np.median([p["p50_ms"] for p in passes])), 4),
         "p95_ms": round(float(np.median([p["p95_ms"] for p in passes])), 4),
-        "recall_at_10": round(recall_at_k(found, truth[: len(found)], min(10, args.k)), 4),
+        "recall_at_10": round(float(recall), 4),
         "timed_queries": len(found),
         "memory_mb": round(built.memory_bytes / 2**20, 1),
         "rss_delta_mb": round(rss_delta, 1),
@@ -354,13 +347,11 @@ COLUMNS = (
 
 def format_table(record: dict) -> str:
     """A Markdown table of one `search` record (the rows docs/results.md shows)."""
-    return markdown_table(
-        ["index", *(title for _, title, _ in COLUMNS)],
-        [
-            [name, *(cell(row.get(key), fmt) for key, _, fmt in COLUMNS)]
-            for name, row in record["results"].items()
-        ],
-    )
+    rows = [
+        [name, *(cell(row.get(key), fmt) for key, _, fmt in COLUMNS)]
+        for name, row in record["results"].items()
+    ]
+    return markdown_table(["index", *(title for _, title, _ in COLUMNS)], rows)
 
 
 def plot(records: list[dict], path: str) -> None:
@@ -369,16 +360,9 @@ def plot(records: list[dict], path: str) -> None:
     records = sorted(records, key=lambda r: r["data"]["num_docs"])
     names = [n for n in INDEX_TYPES if any(n in r["results"] for r in records)]
     for name in names:
-        sizes = [r["data"]["num_docs"] for r in records if name in r["results"]]
-        left.plot(
-            sizes, [r["results"][name]["p50_ms"] for r in records if name in r["results"]], "o-", label=name
-        )
-        right.plot(
-            sizes,
-            [r["results"][name]["recall_at_10"] for r in records if name in r["results"]],
-            "o-",
-            label=name,
-        )
+        rows = [(r["data"]["num_docs"], r["results"][name]) for r in records if name in r["results"]]
+        left.plot([n for n, _ in rows], [row["p50_ms"] for _, row in rows], "o-", label=name)
+        right.plot([n for n, _ in rows], [row["recall_at_10"] for _, row in rows], "o-", label=name)
     left.set(xscale="log", yscale="log", xlabel="documents", ylabel="p50 ms (one query)")
     right.set(xscale="log", xlabel="documents", ylabel="recall@10 vs exact")
     right.axhline(0.95, color="grey", lw=0.8, ls="--")

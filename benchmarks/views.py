@@ -33,9 +33,7 @@ class ViewsArgs:
     warmup: int = flag(2, "untimed calls per view first")
     explain_repeats: int = flag(3, "timed calls of the explanation (integrated gradients)")
     threads: int = flag(0, "torch threads (0 = all cores)")
-    rerank_backend: str = flag(
-        "onnx-int8", "how the cross-encoders score on the CPU (app.py --rerank-backend)"
-    )
+    rerank_backend: str = flag("onnx-int8", "how the cross-encoders score on the CPU (as app.py's)")
     score_tolerance: float = flag(0.02, "largest score difference between two devices counted as the same")
 
 

@@ -21,13 +21,16 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import psutil
+
 if __package__ in (None, ""):  # run as a file: python scripts/load_test.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.app import free_port
+from benchmarks.app import start_app, stop_app
 from ctxir import kinds
 from ctxir.cli import flag
 from ctxir.files import write_json
+from ctxir.types import CtxirError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -62,23 +65,15 @@ class LoadArgs:
 
 def rss_mb(pid: int) -> float | None:
     """Resident memory of ``pid`` and its children (gradio may fork helpers), in MB; None once it has gone."""
-    total, found = 0, False
-    for candidate in [pid, *_children(pid)]:
-        try:
-            for line in Path(f"/proc/{candidate}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-                    found = True
-        except OSError:
-            continue
-    return total / 1024 if found else None
-
-
-def _children(pid: int) -> list[int]:
     try:
-        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
+        process = psutil.Process(pid)
+        total, children = process.memory_info().rss, process.children()
+    except psutil.Error:
+        return None
+    for child in children:
+        with contextlib.suppress(psutil.Error):
+            total += child.memory_info().rss
+    return total / 2**20
 
 
 def answers(url: str) -> bool:
@@ -105,12 +100,6 @@ def searches(url: str) -> bool:
         return False
 
 
-def _flag(command_line: str, name: str) -> str:
-    """The value of ``name`` in a command line ("" when absent)."""
-    words = shlex.split(command_line)
-    return words[words.index(name) + 1] if name in words[:-1] else ""
-
-
 def classify(err: BaseException) -> str:
     text = str(err).lower()
     return "refused" if any(word in text for word in BUSY_WORDS) else "error"
@@ -130,8 +119,7 @@ def request(client, api: str, call: tuple, timeout_s: float) -> tuple[str, str]:
 
 
 def visitor(url: str, stop_at: float, timeout_s: float, rng, records: list, lock, t0=0.0, session_requests=0):
-    """Calls of ``MIX`` until ``stop_at``, each recorded with ``t``, its start in seconds since ``t0``: a new
-    gradio_client session every ``session_requests`` calls, or one session (0) whose failed connection ends it."""
+    """Calls of ``MIX`` until ``stop_at`` (``t``: seconds since ``t0``), a new session every ``session_requests``."""
     from gradio_client import Client
 
     calls = [(api, call) for api, call, weight in MIX for _ in range(weight)]
@@ -195,8 +183,7 @@ def summarise(records: list[dict], rss: list[float]) -> dict:
 
 
 def one_burst(url: str, server: subprocess.Popen, args: LoadArgs, burst: int, log_name: str) -> dict:
-    """Burst number ``burst`` (0-based): ``args.clients`` visitors for ``args.burst_s``, the app's RSS sampled
-    every 0.5 s; → its summary. Stops the run if the app dies meanwhile."""
+    """Burst ``burst`` (0-based): ``args.clients`` visitors for ``args.burst_s``, the app's RSS sampled every 0.5 s."""
     records, lock, rss = [], threading.Lock(), [rss_mb(server.pid)]
     stop_at = time.time() + args.burst_s
     rngs = [random.Random(args.seed * 1000 + burst * 100 + i) for i in range(args.clients)]
@@ -220,41 +207,37 @@ def warm_cache(app_args: str, env: dict) -> None:
         "import sys; from ctxir.app.config import AppConfig; from ctxir.app.state import AppState; "
         "AppState.load(AppConfig(corpus=sys.argv[1]))"
     )
+    words = shlex.split(app_args)
+    corpus = words[words.index("--corpus") + 1] if "--corpus" in words[:-1] else ""
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    subprocess.run(
-        [sys.executable, "-c", code, _flag(app_args, "--corpus")], cwd=ROOT, env=env, check=True, **quiet
-    )
+    subprocess.run([sys.executable, "-c", code, corpus], cwd=ROOT, env=env, check=True, **quiet)
 
 
 @contextlib.contextmanager
 def serving(flags: list[str], env: dict, log_path: Path, timeout_s: float):
-    """``python app.py FLAGS`` on a free loopback port, once it answers a search: yields (url, server, command)."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/"
-    command = [sys.executable, "app.py", "--port", str(port), "--host", "127.0.0.1", *flags]
+    """``python app.py FLAGS`` on a free loopback port, once it answers a search: yields (url, server)."""
     with log_path.open("w") as log:
-        server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            server, url, _ = start_app(env, timeout_s, flags, log)
+        except CtxirError as err:
+            raise SystemExit(f"{err} (see {log_path})") from err
     try:
         deadline = time.time() + timeout_s
-        while not answers(url) or not searches(url):
+        while not searches(url):
             if server.poll() is not None or time.time() > deadline:
-                raise SystemExit(f"the app did not start, or its searches fail (see {log_path})")
+                raise SystemExit(f"the app's searches fail (see {log_path})")
             time.sleep(1)
-        yield url, server, command
+        yield url, server
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop_app(server)
 
 
-def record(script: str, settings, command: list[str], **fields) -> dict:
+def record(script: str, settings, server, **fields) -> dict:
     """What every run writes around its results: the command as typed, the app's, the machine, the date."""
     return {
         "command": f"python scripts/{script} "
         + " ".join(f"--{k.replace('_', '-')} {shlex.quote(str(v))}" for k, v in asdict(settings).items()),
-        "app_command": " ".join(command[1:]),
+        "app_command": " ".join(server.args[1:]),
         **fields,
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "load_average": os.getloadavg()},
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
@@ -266,7 +249,7 @@ def run(args: LoadArgs) -> dict:
     if args.warm_cache:
         warm_cache(args.app_args, env)
     log = Path(tempfile.mktemp(prefix="ctxir-load-app-", suffix=".log"))
-    with serving(shlex.split(args.app_args), env, log, args.startup_timeout_s) as (url, server, command):
+    with serving(shlex.split(args.app_args), env, log, args.startup_timeout_s) as (url, server):
         bursts = []
         for burst in range(args.bursts):
             summary = one_burst(url, server, args, burst, str(log))
@@ -289,7 +272,7 @@ def run(args: LoadArgs) -> dict:
         "still_serving": alive,
         "app_exit_code": server.returncode,
     }
-    result = record("load_test.py", args, command, **fields)
+    result = record("load_test.py", args, server, **fields)
     out = write_json(args.output, result, indent=1)
     print(f"still serving: {alive}; written {out}")
     return result

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ctxir import kinds  # noqa: E402
-from ctxir.cli import flag  # noqa: E402
+from ctxir.cli import cli_main, flag  # noqa: E402
 from ctxir.encoders.models import DEFAULT_BI_ENCODER  # noqa: E402
 from ctxir.evaluation.metrics import paired_test  # noqa: E402
 from ctxir.files import read_json, write_json  # noqa: E402
@@ -92,14 +92,10 @@ class ResultsAdaptArgs:
     adapt_args: str = flag("", "extra ctxir adapt flags (dev comparisons only)")
     label: str = flag("", "--dev: a name for this setting's adapter folder")
     seeds: str = flag(
-        "",
-        "--dev: comma list of seeds (e.g. 42,1,2): the setting adapted once per seed, and the mean Δ over them "
-        "recorded (one draw moves by as much as two settings differ)",
+        "", "--dev: comma list of seeds (e.g. 42,1,2): adapted once per seed, the mean Δ recorded"
     )
     against: str = flag(
-        "",
-        "--dev: another setting's --label ('default' = the one without): a paired test of this setting against "
-        "it, query by query, goes into the dev record",
+        "", "--dev: another setting's --label ('default' = none) for a paired test against it"
     )
     torch_threads: int = 0
     doc: str = str(ROOT / "docs" / "results.md")
@@ -180,7 +176,7 @@ def measure(name: str, args: ResultsAdaptArgs) -> dict:
                 dense_runs[when] = result["runs"]["dense"]
         after[system] = per_query["after"]
         test = paired_test(per_query["before"], per_query["after"], METRIC)
-        before = _mean(per_query["before"])
+        before = sum(v[METRIC] for v in per_query["before"].values()) / len(per_query["before"])
         rows.append(
             {
                 "stage": system,
@@ -280,10 +276,6 @@ def _machine() -> str:
     return (
         f"{os.cpu_count()} cores ({platform.processor() or platform.machine()}), load average after: {load}"
     )
-
-
-def _mean(per_query: dict) -> float:
-    return sum(v[METRIC] for v in per_query.values()) / len(per_query)
 
 
 def _seeds(args: ResultsAdaptArgs) -> list[int]:
@@ -408,11 +400,7 @@ def run(args: ResultsAdaptArgs) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from transformers import HfArgumentParser
-
-    (args,) = HfArgumentParser(ResultsAdaptArgs).parse_args_into_dataclasses(argv)
-    run(args)
-    return 0
+    return cli_main(ResultsAdaptArgs, run, argv)
 
 
 if __name__ == "__main__":

@@ -61,55 +61,42 @@ def run_all(data: str, records: str, rerun: bool) -> dict[str, dict]:
     return out
 
 
-def shell_command(prefix: str, args_class, config: dict, always: tuple = ()) -> str:
-    """The command that reproduces ``config``: the flags differing from the defaults, values shell-quoted."""
-    defaults = {f.name: f.default for f in dataclasses.fields(args_class)}
-    parts = [prefix]
-    for key, value in config.items():
-        if key not in defaults or (value == defaults[key] and key not in always):
+def command(record: dict) -> str:
+    """The command that reproduces a record: ``--data`` and the flags differing from the defaults, shell-quoted."""
+    defaults = {f.name: f.default for f in dataclasses.fields(ClassifyArgs)}
+    parts = ["ctxir classify"]
+    for key, value in record["config"].items():
+        if key not in defaults or (value == defaults[key] and key != "data"):
             continue
         value = str(value).lower() if isinstance(value, bool) else str(value)
         parts.append(f"--{key.replace('_', '-')} {shlex.quote(value)}")
     return " ".join(parts)
 
 
-def command(record: dict) -> str:
-    return shell_command("ctxir classify", ClassifyArgs, record["config"], always=("data",))
-
-
 def methods_table(runs: dict[str, dict]) -> list[str]:
-    main, names = runs["agnews.json"], runs["agnews-names.json"]
-    bare, about = runs["agnews-bare-name.json"], runs["agnews-about-label.json"]
-    rows = []
-
-    def zero(label, record):
-        m = record["methods"]["zero-shot"]
+    main = runs["agnews.json"]
+    rows = []  # (label, the method's figures, its setting, the record it is from)
+    for label, name in (
+        ("zero-shot, bare label names, fixed template", "agnews-bare-name.json"),
+        ("zero-shot, label names, fixed prompt", "agnews-about-label.json"),
+        ("zero-shot, label names; template and projection chosen on the train subset", "agnews-names.json"),
+        (
+            "zero-shot, names + descriptions (ctxir/assets/agnews_labels.csv); chosen on the train subset",
+            "agnews.json",
+        ),
+    ):
+        m = runs[name]["methods"]["zero-shot"]
         c = m["config"]
         how = f"template `{c['template']}`, projection {'on' if c['projection'] else 'off'}"
-        rows.append(
-            (
-                label,
-                m["accuracy"],
-                m["macro_f1"],
-                how + (" (chosen on train)" if c["candidates"] else " (fixed)"),
-                command(record),
-            )
-        )
-
-    zero("zero-shot, bare label names, fixed template", bare)
-    zero("zero-shot, label names, fixed prompt", about)
-    zero("zero-shot, label names; template and projection chosen on the train subset", names)
-    zero("zero-shot, names + descriptions (ctxir/assets/agnews_labels.csv); chosen on the train subset", main)
-    n_train = main["data"]["train_rows"]
+        rows.append((label, m, how + (" (chosen on train)" if c["candidates"] else " (fixed)"), runs[name]))
     for name in ("knn-1", "knn-5", "knn-15", "centroid", "logreg"):
-        m = main["methods"][name]
+        how = "cosine, uniform vote" if name.startswith("knn") else ""
         rows.append(
             (
-                f"{name}, all {n_train:,} train-subset rows",
-                m["accuracy"],
-                m["macro_f1"],
-                "cosine, uniform vote" if name.startswith("knn") else "",
-                command(main),
+                f"{name}, all {main['data']['train_rows']:,} train-subset rows",
+                main["methods"][name],
+                how,
+                main,
             )
         )
     lines = [
@@ -117,10 +104,10 @@ def methods_table(runs: dict[str, dict]) -> list[str]:
         "|---|---|---|---|---|",
     ]
     previous = None
-    for label, acc, f1, how, cmd in rows:
-        lines.append(
-            f"| {label} | **{fmt(acc)}** | {fmt(f1)} | {how} | {'same run' if cmd == previous else f'`{cmd}`'} |"
-        )
+    for label, m, how, record in rows:
+        cmd = command(record)
+        shown = "same run" if cmd == previous else f"`{cmd}`"
+        lines.append(f"| {label} | **{fmt(m['accuracy'])}** | {fmt(m['macro_f1'])} | {how} | {shown} |")
         previous = cmd
     return lines
 
@@ -133,8 +120,7 @@ def curve_table(main: dict) -> list[str]:
             f"{r['accuracy']['mean']:.4f} ± {r['accuracy']['std']:.4f}" for r in point["methods"].values()
         ]
         lines.append(f"| {point['shots']} ({point['seeds']} seeds) | " + " | ".join(cells) + " |")
-    full = {"knn-5": "knn-5", "centroid": "centroid", "logreg": "logreg"}
-    cells = [fmt(main["methods"].get(full.get(m, m), {}).get("accuracy")) for m in methods]
+    cells = [fmt(main["methods"].get(m, {}).get("accuracy")) for m in methods]
     lines.append(f"| all ({main['data']['train_rows']:,}) | " + " | ".join(cells) + " |")
     return lines
 
@@ -238,9 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", default="../shared/data/agnews", help="AG News, relative to the checkout")
     parser.add_argument("--records", default=RECORDS, help="the records' folder, relative to the checkout")
     parser.add_argument("--doc", default=str(ROOT / "docs" / "results.md"))
-    parser.add_argument(
-        "--rerun", action="store_true", help="run every command, even where its record exists"
-    )
+    parser.add_argument("--rerun", action="store_true", help="run every command, even where its record is")
     opts = parser.parse_args(argv)
     doc = Path(opts.doc).resolve()
     os.chdir(ROOT)  # the records' paths and the printed commands are relative to the checkout

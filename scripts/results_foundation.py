@@ -20,12 +20,12 @@ if str(ROOT) not in sys.path:
 
 from ctxir.cli import command_line  # noqa: E402
 from ctxir.evaluation.evaluate import EvaluateArgs  # noqa: E402
-from ctxir.files import write_json  # noqa: E402
+from ctxir.files import read_json, write_json  # noqa: E402
 from scripts.results_tables import write_block  # noqa: E402
 
 START, END = "<!-- foundation:start -->", "<!-- foundation:end -->"
 RECORDS = "docs/bench/foundation"
-DROPPED = {"runs", "per_query"}
+
 # (slug, dataset, system, flags besides --data and --output, published anchor)
 ROWS = [
     ("scifact-bm25", "SciFact test", "BM25 (bm25s, k1=1.5, b=0.75, stemmed)", {"retriever": "bm25"},
@@ -50,10 +50,6 @@ DATA = {
 }
 
 
-def flags(slug: str, dataset: str, changes: dict, data: str) -> dict:
-    return {"data": f"{data}/{DATA[dataset]}", **changes, "output": f"{RECORDS}/{slug}.json"}
-
-
 def table(records: dict[str, dict]) -> list[str]:
     lines = [
         "| Dataset | System | nDCG@10 | Recall@100 | Spearman | Published anchor | Command |",
@@ -70,12 +66,6 @@ def table(records: dict[str, dict]) -> list[str]:
         command = command_line("ctxir evaluate", EvaluateArgs, record["config"], always=("data", *changes))
         lines.append(f"| {dataset} | {system} | {' | '.join(cells)} | {anchor} | `{command}` |")
     return lines
-
-
-def trim(path: Path) -> None:
-    """Rewrite a record without its ``runs`` and ``per_query``."""
-    record = json.loads(path.read_text(encoding="utf-8"))
-    write_json(path, {k: v for k, v in record.items() if k not in DROPPED}, indent=1)
 
 
 def read_records() -> dict[str, dict]:
@@ -98,9 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default="../shared/data", help="the data folder, relative to the checkout")
     parser.add_argument("--doc", default=str(ROOT / "docs" / "results.md"))
-    parser.add_argument(
-        "--render", action="store_true", help="rewrite the table from the records; run nothing"
-    )
+    parser.add_argument("--render", action="store_true", help="rewrite the table from the records only")
     parser.add_argument("--rerun", action="store_true", help="run every row, even those whose record exists")
     opts = parser.parse_args(argv)
     doc = Path(opts.doc).resolve()
@@ -113,8 +101,14 @@ def main(argv: list[str] | None = None) -> int:
         for slug, dataset, _, changes, _ in order:
             path = ROOT / RECORDS / f"{slug}.json"
             if opts.rerun or not path.is_file():
-                run(EvaluateArgs(**flags(slug, dataset, changes, opts.data)))
-                trim(path)
+                run(
+                    EvaluateArgs(
+                        data=f"{opts.data}/{DATA[dataset]}", **changes, output=f"{RECORDS}/{slug}.json"
+                    )
+                )
+                # the record less its ranked lists and per-query scores
+                kept = {k: v for k, v in read_json(path).items() if k not in ("runs", "per_query")}
+                write_json(path, kept, indent=1)
     write_block(doc, foundation_block(read_records()))
     print(f"wrote {doc}")
     return 0

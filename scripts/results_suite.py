@@ -30,21 +30,13 @@ MODELS = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--evaluate", action="store_true", help="run the suite for each shipped re-ranker first"
-    )
+    parser.add_argument("--evaluate", action="store_true", help="run the suite for each re-ranker first")
     parser.add_argument("--doc", default=str(ROOT / "docs" / "results.md"))
     parser.add_argument("--torch-threads", default="1")
-    parser.add_argument(
-        "--model",
-        action="append",
-        default=[],
-        metavar="LABEL=PATH",
-        help=(
-            "render these instead of the shipped re-rankers: a model folder (its evaluation.json) or an evaluation JSON, "
-            "e.g. --model before=outputs/suite-shipped.json; with --doc -, print the tables"
-        ),
+    help = (
+        "instead of the shipped re-rankers: a model folder or an evaluation JSON (--doc -: print the tables)"
     )
+    parser.add_argument("--model", action="append", default=[], metavar="LABEL=PATH", help=help)
     args = parser.parse_args(argv)
     models = dict(MODELS)
     if args.model:

@@ -136,9 +136,7 @@ def snapshot(folder: Path) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--check", action="store_true", help="change nothing; exit 1 if anything would change"
-    )
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if anything would")
     args = parser.parse_args(argv)
     before = snapshot(ASSETS_MODELS)
     with tempfile.TemporaryDirectory() as tmp:

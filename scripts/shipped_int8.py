@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", default=str(RECORD), help="where the record goes (JSON)")
     parser.add_argument("--backend", default="onnx-int8", choices=("torch", "onnx", "onnx-int8"))
     parser.add_argument(
-        "--suite", default="", help="an onnx-int8 evaluation.json of the suite: compare it with torch"
+        "--suite", default="", help="an onnx-int8 evaluation.json of the suite, against torch"
     )
     args = parser.parse_args(argv)
     if args.suite:

@@ -98,15 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--junit", help="record this JUnit XML of a slow run already made instead of running one"
-    )
+    parser.add_argument("--junit", help="record this JUnit XML of a slow run already made, instead of a run")
     parser.add_argument("--commit", help="with --junit: the commit that run started at (default: HEAD)")
     parser.add_argument("--minutes", type=float, help="with --junit: how long that run took")
     parser.add_argument("--date", help="with --junit: the day that run started (default: today, UTC)")
-    parser.add_argument(
-        "--note", default="", help="said first in the row's last column (why a run stopped early)"
-    )
+    parser.add_argument("--note", default="", help="said first in the row's last column (why a run stopped)")
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     commit = args.commit or git("rev-parse", "--short=12", "HEAD")
     date = args.date or datetime.datetime.now(datetime.UTC).date().isoformat()
@@ -115,17 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         junit = Path(tempfile.mkdtemp()) / "slow.xml"
         started = time.time()
-        command = [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-m",
-            "slow",
-            "-p",
-            "no:cacheprovider",
-            f"--junitxml={junit}",
-        ]
-        code = subprocess.run([*command, *extra], cwd=ROOT).returncode
+        command = [sys.executable, "-m", "pytest", "-m", "slow", "-p", "no:cacheprovider"]
+        code = subprocess.run([*command, f"--junitxml={junit}", *extra], cwd=ROOT).returncode
         minutes = (time.time() - started) / 60
     counts = outcomes(junit)
     DOC.write_text(add_row(DOC.read_text(), row(date, commit, counts, minutes, args.note)))

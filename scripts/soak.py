@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 if __package__ in (None, ""):  # run as a file: python scripts/soak.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -41,12 +43,8 @@ class SoakArgs:
     request_timeout_s: float = flag(180.0, "a request taking longer counts as hung")
     max_rss_growth: float = 0.05
     max_p50_ratio: float = 1.5
-    min_latency_window_s: float = flag(
-        60.0, "the latency check's first and last windows last at least this long (enough searches)"
-    )
-    confidence: float = flag(
-        0.95, "one-sided confidence of the bound on the search p50 ratio that the check compares"
-    )
+    min_latency_window_s: float = flag(60.0, "the latency check's first and last windows last at least this")
+    confidence: float = flag(0.95, "one-sided confidence of the bound on the search p50 ratio checked")
     resamples: int = flag(4000, "bootstrap resamples for that bound")
     block_s: float = flag(5.0, "searches sent within this many seconds are resampled together")
     min_searches: int = flag(10, "answered searches each latency window needs, else the check fails")
@@ -59,21 +57,13 @@ class SoakArgs:
 # ---------------------------------------------------------------- what the app process holds
 
 
-def open_fds(pid: int) -> int | None:
+def held(pid: int) -> tuple[int | None, int | None]:
+    """(open file descriptors, threads) of ``pid``; None once it has gone."""
     try:
-        return len(os.listdir(f"/proc/{pid}/fd"))
-    except OSError:
-        return None
-
-
-def threads(pid: int) -> int | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("Threads:"):
-                return int(line.split()[1])
-    except OSError:
-        return None
-    return None
+        process = psutil.Process(pid)
+        return process.num_fds(), process.num_threads()
+    except psutil.Error:
+        return None, None
 
 
 def output_files(folder: Path) -> list[tuple[str, int]]:
@@ -88,43 +78,32 @@ def output_files(folder: Path) -> list[tuple[str, int]]:
     return found
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """CPU time (user + system) that ``pid`` has used, from /proc/PID/stat."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def machine_busy_seconds() -> float | None:
-    """CPU time all the machine's CPUs have spent busy (not idle or waiting on I/O), from /proc/stat."""
-    try:
-        user, nice, system, _idle, _iowait, irq, softirq, steal = (
-            int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]
-        )
-        return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError):
-        return None
-
-
 class LoadMeter:
     """The CPU, in cores, that processes other than the app and the soak used since the last call."""
 
     def __init__(self, app_pid: int):
-        self.app_pid = app_pid
+        self.app = psutil.Process(app_pid)
         self.last = self._read()
 
     def _read(self):
-        app, busy = cpu_seconds(self.app_pid), machine_busy_seconds()
-        own = sum(os.times()[:2])  # this process: the visitors' threads
-        return time.monotonic(), busy, app, own
+        t = psutil.cpu_times()  # busy: not idle or waiting on I/O
+        busy = t.user + t.nice + t.system + t.irq + t.softirq + t.steal
+        try:
+            app = sum(self.app.cpu_times()[:2])
+        except psutil.Error:
+            app = None
+        return (
+            time.monotonic(),
+            busy,
+            app,
+            sum(os.times()[:2]),
+        )  # the last: this process, the visitors' threads
 
     def others_cores(self) -> float | None:
         now = self._read()
         (t0, busy0, app0, own0), (t1, busy1, app1, own1) = self.last, now
         self.last = now
-        if None in (busy0, busy1, app0, app1) or t1 - t0 <= 0:
+        if None in (app0, app1) or t1 - t0 <= 0:
             return None
         return round(max(0.0, (busy1 - busy0) - (app1 - app0) - (own1 - own0)) / (t1 - t0), 2)
 
@@ -132,18 +111,12 @@ class LoadMeter:
 # ---------------------------------------------------------------- the checks
 
 
-def window_bounds(seconds: float, windows: int = WINDOWS) -> list[tuple[float, float]]:
-    width = seconds / windows
-    return [(i * width, (i + 1) * width) for i in range(windows)]
-
-
 def in_window(rows: list[dict], bounds: tuple[float, float], key: str = "t") -> list[dict]:
     return [r for r in rows if bounds[0] <= r[key] < bounds[1]]
 
 
 def latency_windows(seconds: float, args: SoakArgs) -> tuple[tuple[float, float], tuple[float, float]]:
-    """The first and last windows whose search latencies are compared: at least ``--min-latency-window-s`` long
-    and at most half the run each."""
+    """The first and last windows whose search latencies are compared: ≥ ``--min-latency-window-s``, ≤ half the run."""
     width = min(max(seconds / WINDOWS, args.min_latency_window_s), seconds / 2)
     return (0.0, width), (seconds - width, seconds)
 
@@ -161,7 +134,7 @@ def p50_ratio_bounds(
     resamples: int = 4000,
     seed: int = 0,
 ) -> dict:
-    """p50(last) / p50(first) of two windows' (t, seconds) searches, and one-sided bounds on it at ``confidence``,
+    """p50(last) / p50(first) of two windows' (t, seconds) searches, and one-sided bounds on it at ``confidence``
     by a block bootstrap over ``block_s``-second blocks (neighbouring searches are not independent)."""
     import numpy as np
 
@@ -191,9 +164,9 @@ def p50_ratio_bounds(
 def analyse(
     samples: list[dict], requests: list[dict], seconds: float, cap_bytes: int, args: SoakArgs
 ) -> dict:
-    """The soak's figures and checks, from samples ({t, rss_mb, fds, threads, output_bytes, largest_file}) and
-    requests ({t, api, outcome, seconds}), ``t`` in seconds since the mix started."""
-    bounds = window_bounds(seconds)
+    """The soak's figures and checks from samples and requests, ``t`` in seconds since the mix started."""
+    width = seconds / WINDOWS
+    bounds = [(i * width, (i + 1) * width) for i in range(WINDOWS)]
     second, last = bounds[1], bounds[-1]
 
     def values(window, key):
@@ -307,7 +280,7 @@ def run(args: SoakArgs) -> dict:
     warm_cache(args.app_args, env)
     flags = ["--max-output-mb", str(args.max_output_mb), *shlex.split(args.app_args)]
     log_path = work / "app.log"
-    with serving(flags, env, log_path, args.startup_timeout_s) as (url, server, command):
+    with serving(flags, env, log_path, args.startup_timeout_s) as (url, server):
         outputs = next(work.glob("ctxir-app-*"))
         seconds = args.minutes * 60
         records, samples, lock = [], [], threading.Lock()
@@ -324,8 +297,9 @@ def run(args: SoakArgs) -> dict:
         meter = LoadMeter(server.pid)
         while any(v.is_alive() for v in visitors):
             files = [size for _, size in output_files(outputs)]
-            sample = {"t": time.time() - t0, "rss_mb": rss_mb(server.pid), "fds": open_fds(server.pid),
-                      "threads": threads(server.pid), "output_bytes": sum(files),
+            fds, threads = held(server.pid)
+            sample = {"t": time.time() - t0, "rss_mb": rss_mb(server.pid), "fds": fds, "threads": threads,
+                      "output_bytes": sum(files),
                       "largest_file": max(files, default=0), "load_1min": os.getloadavg()[0],
                       "others_cores": meter.others_cores()}  # fmt: skip
             if sample["rss_mb"] is None:
@@ -336,7 +310,7 @@ def run(args: SoakArgs) -> dict:
     result = analyse(samples, records, seconds, args.max_output_mb * 2**20, args)
     result["checks"]["still_serving"] = alive
     errors = sorted({r["message"] for r in records if r["outcome"] in ("error", "hung")})[:10]
-    result = record("soak.py", args, command, passed=all(result["checks"].values()), **result, errors=errors)
+    result = record("soak.py", args, server, passed=all(result["checks"].values()), **result, errors=errors)
     result["samples"] = samples
     result["requests"] = [[round(r["t"], 2), r["api"], r["outcome"], round(r["seconds"], 4)] for r in records]
     out = write_json(args.output, result, indent=1)
@@ -345,14 +319,10 @@ def run(args: SoakArgs) -> dict:
     return result
 
 
-def serve_soak(args: SoakArgs) -> int:
-    return 0 if run(args)["passed"] else 1
-
-
 def main(argv: list[str] | None = None) -> int:
     from ctxir.cli import cli_main
 
-    return cli_main(SoakArgs, serve_soak, argv)
+    return cli_main(SoakArgs, lambda args: 0 if run(args)["passed"] else 1, argv)
 
 
 if __name__ == "__main__":
