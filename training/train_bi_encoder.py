@@ -36,7 +36,6 @@ from training.common import (
     dataset_entry,
     heldout_queries,
     run_config,
-    take,
     take_train,
 )
 from training.steps import (
@@ -147,11 +146,8 @@ def build_nli_task(args: BiEncoderArgs, model) -> TaskData:
             for p, h in by_premise.items()
             if "entailment" in h and "contradiction" in h
         ]
-        triplets = take(triplets, args.max_samples, args.seed)
-        check_not_empty(
-            len(triplets),
-            f"{len(triplets)} (premise, entailed, contradicted) triplets after --max-samples {args.max_samples}",
-            "use more samples (-1 = all)",
+        triplets = take_train(
+            triplets, args.max_samples, args.seed, "(premise, entailed, contradicted) triplets"
         )
         train = columns(triplets, ["anchor", "positive", "negative"])
     else:
@@ -160,10 +156,7 @@ def build_nli_task(args: BiEncoderArgs, model) -> TaskData:
             [(p, h, NLI_LABELS.index(y)) for p, h, y in examples], ["premise", "hypothesis", "label"]
         )
     dev = sts_pairs(args.data_dir, "stsb", "dev")
-    tests = {
-        "stsb": sts_pairs(args.data_dir, "stsb", "test"),
-        "sick": sts_pairs(args.data_dir, "sick", "test"),
-    }
+    tests = {name: sts_pairs(args.data_dir, name, "test") for name in ("stsb", "sick")}
     rows = [
         dataset_entry("snli", "dev", "train", snli_dir, len(snli)),
         dataset_entry("sick", "train", "train", sick_dir, len(sick)),
@@ -286,21 +279,18 @@ TASKS = {
 # ---------------------------------------------------------------- loss & evaluation
 
 
-def build_loss(objective: str, model, num_labels: int = 3):
+def build_loss(objective: str, model):
     from sentence_transformers.sentence_transformer import losses
 
-    if objective == "mnrl":
-        return losses.MultipleNegativesRankingLoss(model)
-    if objective == "contrastive":
-        return losses.OnlineContrastiveLoss(model)
-    if objective == "cosent":
-        return losses.CoSENTLoss(model)
-    if objective == "cosine":
-        return losses.CosineSimilarityLoss(model)
-    # SBERT's classification objective: softmax over (u, v, |u−v|).
-    return losses.SoftmaxLoss(
-        model, embedding_dimension=model.get_embedding_dimension(), num_labels=num_labels
-    )
+    if objective == "softmax":  # SBERT's classification objective: softmax over (u, v, |u−v|)
+        dimension = model.get_embedding_dimension()
+        return losses.SoftmaxLoss(model, embedding_dimension=dimension, num_labels=len(NLI_LABELS))
+    return {
+        "mnrl": losses.MultipleNegativesRankingLoss,
+        "contrastive": losses.OnlineContrastiveLoss,
+        "cosent": losses.CoSENTLoss,
+        "cosine": losses.CosineSimilarityLoss,
+    }[objective](model)
 
 
 def evaluate(model, test: dict, batch_size: int, model_id: str) -> Scores:
@@ -339,11 +329,11 @@ def describe_tests(test: dict, subsampled: bool, eval_max_queries: int) -> tuple
             "retrieval",
             f"dense exact search, {len(corpus)} documents{sample}, {len(queries)} queries",
         )
-        subset = f"the first {len(queries)} SciFact test queries (--eval-max-queries)"
-        coverage["scifact"] = {
-            "queries": len(queries),
-            **({"subset": subset} if eval_max_queries > 0 else {}),
-        }
+        coverage["scifact"] = {"queries": len(queries)}
+        if eval_max_queries > 0:
+            coverage["scifact"]["subset"] = (
+                f"the first {len(queries)} SciFact test queries (--eval-max-queries)"
+            )
     return tasks, coverage
 
 
@@ -394,14 +384,9 @@ def run(args: BiEncoderArgs) -> dict:
         # 5. train (in-batch negatives must not include a copy of the positive)
         sampler = BatchSamplers.NO_DUPLICATES if args.objective == "mnrl" else BatchSamplers.BATCH_SAMPLER
         evaluator = dev if args.eval_steps > 0 else None
+        options = {"batch_sampler": sampler, "dataloader_drop_last": False}
         settings = trainer_arguments(
-            SentenceTransformerTrainingArguments,
-            args,
-            out,
-            run.device,
-            evaluator,
-            batch_sampler=sampler,
-            dataloader_drop_last=False,
+            SentenceTransformerTrainingArguments, args, out, run.device, evaluator, **options
         )
         trainer = run.train(SentenceTransformerTrainer, settings, model, data.train, loss, evaluator)
         if not trainer.is_world_process_zero():

@@ -175,7 +175,6 @@ def build_loss(args: ClassifierArgs, model):
 def evaluate(model, test: dict, seed: int, model_id: str) -> Scores:
     """Test accuracy and macro-F1 of each method, fitted (or, for zero-shot, its template chosen) on the N per class
     training examples only."""
-
     encoder = BiEncoder(model, batch_size=32)
     encoder.name = model_id
     examples, test, labels = test["examples"], test["test"], test["labels"]
@@ -185,15 +184,8 @@ def evaluate(model, test: dict, seed: int, model_id: str) -> Scores:
     vectors = label_vectors_for(encoder, labels, TEMPLATES)
     projection = word_projection(encoder)
     best, _ = select_zero_shot(encoder, labels, train_x, train_y, TEMPLATES, projection, vectors)
-    classifiers = {
-        "zero-shot": ZeroShotClassifier(
-            encoder,
-            labels,
-            best["template"],
-            projection if best["projection"] else None,
-            vectors[best["template"]],
-        )
-    }
+    chosen = (best["template"], projection if best["projection"] else None, vectors[best["template"]])
+    classifiers = {"zero-shot": ZeroShotClassifier(encoder, labels, *chosen)}
     k = min(5, max(1, len(examples) // len(classes)))
     for name in (f"knn-{k}", "centroid", "logreg"):
         classifiers[name] = make_classifier(name, encoder, "uniform", seed).fit_embeddings(train_x, train_y)
@@ -255,14 +247,9 @@ def run(args: ClassifierArgs) -> dict:
         sampler = (
             BatchSamplers.GROUP_BY_LABEL if args.objective == "batch-hard" else BatchSamplers.BATCH_SAMPLER
         )
+        options = {"batch_sampler": sampler, "dataloader_drop_last": False}
         settings = trainer_arguments(
-            SentenceTransformerTrainingArguments,
-            args,
-            out,
-            run.device,
-            None,
-            batch_sampler=sampler,
-            dataloader_drop_last=False,
+            SentenceTransformerTrainingArguments, args, out, run.device, None, **options
         )
         trainer = run.train(SentenceTransformerTrainer, settings, model, train, loss)
         if not trainer.is_world_process_zero():
@@ -277,10 +264,8 @@ def run(args: ClassifierArgs) -> dict:
         # 8. metrics.json
         task = (
             "classification",
-            (
-                f"{len(test['examples'])} labelled examples ({args.per_class} per class) as kNN references / LR "
-                f"training data / zero-shot template choice; {len(test['test'])} test texts"
-            ),
+            f"{len(test['examples'])} labelled examples ({args.per_class} per class) as kNN references / LR "
+            f"training data / zero-shot template choice; {len(test['test'])} test texts",
         )
         return write_run_metrics(
             out,
