@@ -103,11 +103,8 @@ def check_args(args: EvaluateRerankerArgs) -> tuple[list[int], list[str]]:
     from ctxir.rerank.pipeline import FIRST_STAGES
 
     if args.suite:
-        args.collections, args.other_first_stages, args.depths = (
-            ",".join(COLLECTIONS),
-            ",".join(SUITE_STAGES),
-            "20",
-        )
+        args.collections, args.depths = ",".join(COLLECTIONS), "20"
+        args.other_first_stages = ",".join(SUITE_STAGES)
     depths = sorted({int(d) for d in comma_list(args.depths)})
     if any(d < 10 for d in depths):
         raise CtxirError(f"--depths {args.depths!r}: every depth must be ≥ 10 (nDCG@10 needs ten candidates)")
@@ -121,9 +118,7 @@ def check_args(args: EvaluateRerankerArgs) -> tuple[list[int], list[str]]:
             if value not in known:
                 raise CtxirError(f"{name} names {value!r}: use a comma list of {', '.join(known)}")
     if args.fusion_rule not in FUSION_RULES:
-        raise CtxirError(
-            f"--fusion-rule {args.fusion_rule!r} is not known: use one of {', '.join(FUSION_RULES)}"
-        )
+        raise CtxirError(f"--fusion-rule {args.fusion_rule!r} is not known: use {', '.join(FUSION_RULES)}")
     if not depths and not (args.choose_passages or args.choose_fusion):
         raise CtxirError(
             f"--depths {args.depths!r} evaluates nothing (it is for a run that only chooses, with "
