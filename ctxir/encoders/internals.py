@@ -47,25 +47,20 @@ def inspect_text(
         raise CtxirError(
             f"input has {n_tokens} tokens but at most {limit} can be inspected: shorten the text"
         )
-    device_ = next(model.parameters()).device
-    out = model(**enc.to(device_), output_hidden_states=True, output_attentions=True)
+    out = model(**enc.to(next(model.parameters()).device), output_hidden_states=True, output_attentions=True)
     if not out.attentions:
         raise CtxirError("the model returned no attention weights: load it with attn_implementation='eager'")
     ids = enc["input_ids"][0].tolist()
     types = enc["token_type_ids"][0].tolist() if "token_type_ids" in enc else [0] * len(ids)
-    sentence_b_start = None
-    if text_pair is not None:
-        sequence_ids = enc.sequence_ids(0)
-        sentence_b_start = next((i for i, s in enumerate(sequence_ids) if s == 1), None)
-    return Internals(
+    sentence_b_start = (
+        None if text_pair is None else next((i for i, s in enumerate(enc.sequence_ids(0)) if s == 1), None)
+    )
+    return Internals(  # hidden_states (layers+1, tokens, hidden), attentions (layers, heads, tokens, tokens)
         tokens=tokenizer.convert_ids_to_tokens(ids),
         token_ids=ids,
         token_type_ids=types,
-        hidden_states=torch.stack(out.hidden_states)[:, 0]
-        .float()
-        .cpu()
-        .numpy(),  # (layers+1, tokens, hidden)
-        attentions=torch.stack(out.attentions)[:, 0].float().cpu().numpy(),  # (layers, heads, tokens, tokens)
+        hidden_states=torch.stack(out.hidden_states)[:, 0].float().cpu().numpy(),
+        attentions=torch.stack(out.attentions)[:, 0].float().cpu().numpy(),
         sentence_b_start=sentence_b_start,
     )
 

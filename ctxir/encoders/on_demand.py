@@ -27,9 +27,6 @@ from ctxir.files import read_json
 from ctxir.names import CLS_LR_CONFIG
 from ctxir.types import CtxirError
 
-# config.json / tokenizer_config.json keys that point at code in the repository (transformers' remote code)
-_REMOTE_CODE_KEYS = ("auto_map",)
-
 
 def hub_offline() -> bool:
     from huggingface_hub import constants
@@ -81,9 +78,8 @@ def remote_code_needed(folder: str | Path) -> str:
     folder = Path(folder)
     for file in ("config.json", "tokenizer_config.json"):
         record = read_json(folder / file) if (folder / file).is_file() else {}
-        for key in _REMOTE_CODE_KEYS:
-            if isinstance(record, dict) and record.get(key):
-                return f"its {file} maps classes to the repository's own code ({key})"
+        if isinstance(record, dict) and record.get("auto_map"):  # transformers' remote code
+            return f"its {file} maps classes to the repository's own code (auto_map)"
     if is_ctxir_modular(folder):  # ctxir's own loader refuses any module it does not name
         return ""
     modules = read_json(folder / "modules.json") if (folder / "modules.json").is_file() else []

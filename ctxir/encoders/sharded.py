@@ -1,7 +1,5 @@
-"""``encode_sharded``: a Ray Data job that encodes a corpus on many workers into embedding shards.
-
-Each worker writes its shards itself (``shards.py``), the driver the manifest; a rerun skips shards already written
-for the same texts and model. On a cluster, ``output_dir`` must be a folder every node can write."""
+"""``encode_sharded``: a Ray Data job whose workers encode a corpus into embedding shards (``shards.py``), each
+written by its worker, the manifest by the driver; a rerun skips shards already written for the same texts and model."""
 
 from __future__ import annotations
 
@@ -196,8 +194,8 @@ class _ShardJob:
     worker_model: Any  # what each worker loads: a name/folder, or the model object Ray ships to it
     model_name: str
     reference: Any  # a BiEncoder in this process: its fingerprint and dimension are the job's
-    plan: list[tuple[int, int, int]] = field(default_factory=list)
-    digests: list[str] = field(default_factory=list)
+    plan: list[tuple[int, int, int]]  # (shard, first row, end row)
+    digests: list[str]  # each shard's texts_digest
 
     @property
     def fingerprint(self) -> str:
@@ -255,9 +253,9 @@ def _shard_job(source, model, folder: Path, settings: ShardingSettings) -> _Shar
         settings = replace(
             settings, pooling=model.pooling, layer=model.layer, document_prompt=model.document_prompt
         )
-        job = _ShardJob(folder, ids, texts, settings, model.model, model.name, model)
+        worker_model, name, reference = model.model, model.name, model
     else:
-        name = model if isinstance(model, str) else type(model).__name__
+        worker_model, name = model, model if isinstance(model, str) else type(model).__name__
         reference = BiEncoder(
             model,
             pooling=settings.pooling,
@@ -266,10 +264,9 @@ def _shard_job(source, model, folder: Path, settings: ShardingSettings) -> _Shar
             cache=False,
             document_prompt=settings.document_prompt,
         )
-        job = _ShardJob(folder, ids, texts, settings, model, name, reference)
-    job.plan = shard_plan(len(ids), settings.shard_size)
-    job.digests = [texts_digest(ids[a:b], texts[a:b]) for _, a, b in job.plan]
-    return job
+    plan = shard_plan(len(ids), settings.shard_size)
+    digests = [texts_digest(ids[a:b], texts[a:b]) for _, a, b in plan]
+    return _ShardJob(folder, ids, texts, settings, worker_model, name, reference, plan, digests)
 
 
 def _encode_shards(job: _ShardJob, todo: list[tuple[int, int, int]], result: ShardedEncoding) -> None:
