@@ -288,7 +288,6 @@ def run(args: ShipArgs) -> dict:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     report["size_mb"] = round(size, 3)
-    names = []
     if args.cross_encoder:  # 7. the shipped CLS-LR ranker reads the shipped cross-encoder, now in place
         cls_trained = report.pop("cls_lr_trained_score")
         ranker = ClsLrRanker.load(dest / SHIPPED_MODELS[SHIPPED_CLS_LR].name, device="cpu")
@@ -298,10 +297,7 @@ def run(args: ShipArgs) -> dict:
                 f"the shipped CLS-LR ranker scores {cls_shipped:.6f}, the trained one {cls_trained:.6f}"
             )
         report["cls_lr_score"] = cls_shipped
-        names += [SHIPPED_CROSS_ENCODER, SHIPPED_CLS_LR]
-    if args.pair_scorer:
-        names.append(SHIPPED_STS_CROSS_ENCODER)
-    print(f"shipped {', '.join(names)} into {dest} ({size:.2f} MB in all)")
+    print(f"shipped {', '.join(sorted(shipped))} into {dest} ({size:.2f} MB in all)")
     return report
 
 
