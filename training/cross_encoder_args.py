@@ -24,9 +24,7 @@ MATCH_PARAMETERS = r"(^|\.)1\.(term_weight\.|term_linear\.|pool_mix$)"
 @dataclass
 class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
     task: Literal["scifact", "stsb"] = flag("scifact", "scifact re-ranker or stsb")
-    model: str = flag(
-        DEFAULT_BI_ENCODER, "starting model: Hub id or folder; a plain body gets a one-logit head"
-    )
+    model: str = flag(DEFAULT_BI_ENCODER, "starting Hub id or folder; a plain body gets a one-logit head")
     loss: Literal["auto", "bce", "mse", "lambda", "listnet"] = flag(
         "auto", "auto = bce; scifact also lambda / listnet (listwise over the positive and its negatives)"
     )
@@ -57,9 +55,7 @@ class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
         "", "also train on <data-dir>/general/ sources: squad, wikiqa, msmarco, wikiqa-topics"
     )
     general_queries: int = flag(800, "--general: queries taken per source, seeded (-1 = all)")
-    negative_stages: str = flag(
-        "bm25", "first stages whose non-relevant hits are the negatives: bm25, hybrid"
-    )
+    negative_stages: str = flag("bm25", "first stages whose non-relevant hits are negatives: bm25, hybrid")
     output_dir: str = flag("", "default outputs/cross-encoder-<task>")
     max_samples: int = flag(-1, "use N training pairs, seeded (-1 = all); scifact: (claim, positive) pairs")
     per_device_train_batch_size: int = trainer_setting("per_device_train_batch_size", 16)

@@ -149,17 +149,13 @@ def dev_orders(model, dev: PairCorrelationEvaluator) -> dict[str, float]:
     return spearman
 
 
-def bm25_negatives(
-    bm25, queries: dict[str, str], positives: dict[str, set[str]], num: int
-) -> dict[str, list[str]]:
+def bm25_negatives(bm25, queries: dict[str, str], positives: dict, num: int) -> dict[str, list[str]]:
     """{qid: the top ``num`` non-relevant hits of ``bm25`` (any first stage)}: the re-ranker's own candidates."""
     hits = bm25.search(queries, num + max(len(p) for p in positives.values()))
     return {q: [h.doc_id for h in hits[q] if h.doc_id not in positives[q]][:num] for q in queries}
 
 
-def stage_pools(
-    corpus, queries, positives, bm25, stages: list[str], size: int, device: str
-) -> dict[str, list[str]]:
+def stage_pools(corpus, queries, positives, bm25, stages: list[str], size: int, device: str) -> dict:
     """{qid: the top ``size`` non-relevant hits of each first stage in ``stages``, interleaved best first}."""
     from ctxir.encoders import BiEncoder
     from ctxir.rerank.pipeline import build_first_stages
@@ -185,9 +181,7 @@ def interleave(lists: list[list[str]], size: int) -> list[str]:
     return list(out)[:size]
 
 
-def dense_negatives(
-    corpus, queries, positives, model_name: str, num: int, device: str
-) -> dict[str, list[str]]:
+def dense_negatives(corpus, queries, positives, model_name: str, num: int, device: str) -> dict:
     """{qid: doc ids} mined by sentence-transformers' mine_hard_negatives with the bi-encoder ``model_name``."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.util import mine_hard_negatives
@@ -213,9 +207,7 @@ def dense_negatives(
     return out
 
 
-def hybrid_teacher(
-    corpus, queries: dict[str, str], bm25, model_name: str, depth: int, scale: float, device: str
-):
+def hybrid_teacher(corpus, queries: dict, bm25, model_name: str, depth: int, scale: float, device: str):
     """grade(qid, doc_id) = ``scale`` · (z(BM25) + z(cosine of ``model_name``)), each z-scored over the query's BM25
     top ``depth``; NaN for a query with fewer than two BM25 hits (its group is dropped: a NaN label makes every
     weight NaN)."""
@@ -337,9 +329,8 @@ def build_scifact(args, device: str) -> TaskData:
             negatives[q] += docs[: args.num_negatives]
     if args.negatives in ("dense", "both"):
         num = args.num_negatives if args.num_dense_negatives < 0 else args.num_dense_negatives
-        for q, docs in dense_negatives(
-            corpus, train_queries, positives, args.dense_model, num, device
-        ).items():
+        dense = dense_negatives(corpus, train_queries, positives, args.dense_model, num, device)
+        for q, docs in dense.items():
             negatives[q] += [d for d in docs if d not in negatives[q]]
     if args.random_negatives > 0:
         rng, doc_ids = random.Random(args.seed), sorted(corpus)
@@ -352,17 +343,15 @@ def build_scifact(args, device: str) -> TaskData:
     train_corpus, general, rng = dict(corpus), {}, random.Random(args.seed)  # test and dev stay SciFact's
     sources = [s.strip() for s in args.general.split(",") if s.strip()]
     for source, data in (load_general(args.data_dir, sources) if args.general else {}).items():
-        data = data.subset(
-            take(sorted(q for q in data.queries if data.qrels[q]), args.general_queries, args.seed)
-        )
+        chosen = take(sorted(q for q in data.queries if data.qrels[q]), args.general_queries, args.seed)
+        data = data.subset(chosen)
         own = {q: set(rel) for q, rel in data.qrels.items()}
         print(
             f"general {source}: {len(data.queries)} queries over {len(data.corpus)} passages; mining negatives "
             f"({','.join(stages)})"
         )
-        pool = stage_pools(
-            data.corpus, data.queries, own, BM25Retriever(data.corpus), stages, pool_size, device
-        )
+        retriever = BM25Retriever(data.corpus)
+        pool = stage_pools(data.corpus, data.queries, own, retriever, stages, pool_size, device)
         prefix = f"{source}:"
         train_corpus.update({prefix + d: doc for d, doc in data.corpus.items()})
         for q, text in data.queries.items():
@@ -418,15 +407,9 @@ def build_scifact(args, device: str) -> TaskData:
             dev_qrels = {q: dict.fromkeys(positives[q], 1) for q in dev_ids}
             dev = maxp_evaluator(dev_queries, hits, corpus, dev_qrels, batch)
         else:
-            samples = [
-                {
-                    "query": queries[q],
-                    "positive": [doc_text(corpus[d]) for d in sorted(positives[q])],
-                    "documents": [doc_text(corpus[h.doc_id]) for h in hits[q]],
-                }
-                for q in dev_ids
-            ]
-            dev = reranking_evaluator(samples, HELDOUT, batch)
+            candidates = {q: [corpus[h.doc_id] for h in hits[q]] for q in dev_ids}
+            rows = [(queries[q], [corpus[d] for d in sorted(positives[q])], candidates[q]) for q in dev_ids]
+            dev = reranking_evaluator(rows, HELDOUT, batch)
         if args.general:
             dev = mixed_dev_evaluator([dev, wikiqa_dev_evaluator(args.data_dir, batch)])
     # 7. the test claims the trained model re-ranks, and what metrics.json records
@@ -456,8 +439,12 @@ def build_scifact(args, device: str) -> TaskData:
     return TaskData(dataset, datasets, dev, test, extra, loss_options={"pos_weight": n_neg / max(n_pos, 1)})
 
 
-def reranking_evaluator(samples: list[dict], name: str, batch_size: int) -> CrossEncoderRerankingEvaluator:
-    """sentence-transformers' nDCG@10 re-ranking evaluator of ``samples`` (query, positive, documents)."""
+def reranking_evaluator(rows: list[tuple], name: str, batch_size: int) -> CrossEncoderRerankingEvaluator:
+    """sentence-transformers' nDCG@10 re-ranking evaluator of ``rows``: (query, positive docs, candidate docs)."""
+    samples = [
+        {"query": q, "positive": [doc_text(d) for d in pos], "documents": [doc_text(d) for d in docs]}
+        for q, pos, docs in rows
+    ]
     return CrossEncoderRerankingEvaluator(
         samples, at_k=10, always_rerank_positives=False, name=name, batch_size=batch_size, write_csv=False
     )
@@ -477,9 +464,7 @@ class NdcgEvaluator(BaseEvaluator):
         return metrics
 
 
-def maxp_evaluator(
-    queries: dict[str, str], hits: dict, corpus: dict, qrels: dict, batch_size: int
-) -> NdcgEvaluator:
+def maxp_evaluator(queries: dict, hits: dict, corpus: dict, qrels: dict, batch_size: int) -> NdcgEvaluator:
     """The dev evaluator of a --train-passages best model: nDCG@10 of re-ranking the held-out claims' candidates,
     each document scored by its best window; metric names as CrossEncoderRerankingEvaluator's."""
     from ctxir.evaluation import evaluate_run
@@ -491,10 +476,7 @@ def maxp_evaluator(
             q: {h.doc_id: h.score for h in reranker.rerank(t, hits[q], corpus)} for q, t in queries.items()
         }
         aggregate = evaluate_run(qrels, run).aggregate
-        return {
-            f"{HELDOUT}_ndcg@10": float(aggregate["nDCG@10"]),
-            f"{HELDOUT}_mrr@10": float(aggregate["MRR@10"]),
-        }
+        return {f"{HELDOUT}_{m.lower()}": float(aggregate[m]) for m in ("nDCG@10", "MRR@10")}
 
     return NdcgEvaluator(HELDOUT, score)
 
@@ -506,19 +488,11 @@ def wikiqa_dev_evaluator(data_dir: str, batch_size: int) -> CrossEncoderRerankin
     dev = load_wikiqa(Path(data_dir) / "general" / "wikiqa" / "WikiQA-dev.tsv")
     # the summary's sentences in their own order ("D1-0", "D1-1", …): the evaluator's base order is no oracle
     order = {d: i for i, d in enumerate(dev.corpus)}
-    samples = [
-        {
-            "query": dev.queries[q],
-            "positive": [doc_text(dev.corpus[d]) for d in sorted(dev.qrels[q])],
-            "documents": [
-                doc_text(dev.corpus[d])
-                for d in sorted([*dev.qrels[q], *dev.negatives[q]], key=order.__getitem__)
-            ],
-        }
-        for q in sorted(dev.queries)
-        if dev.negatives[q]  # nDCG needs two candidates at least
-    ]
-    return reranking_evaluator(samples, "wikiqa-dev", batch_size)
+    answered = [q for q in sorted(dev.queries) if dev.negatives[q]]  # nDCG needs two candidates at least
+    candidates = {q: sorted([*dev.qrels[q], *dev.negatives[q]], key=order.__getitem__) for q in answered}
+    docs = {q: [dev.corpus[d] for d in candidates[q]] for q in answered}
+    rows = [(dev.queries[q], [dev.corpus[d] for d in sorted(dev.qrels[q])], docs[q]) for q in answered]
+    return reranking_evaluator(rows, "wikiqa-dev", batch_size)
 
 
 def mixed_dev_evaluator(evaluators: list) -> NdcgEvaluator:

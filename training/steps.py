@@ -169,19 +169,16 @@ def anchor_fields(anchor, row: dict) -> dict:
         return {}
     if not isinstance(anchor, dict):
         return {"anchor": anchor[0], "anchor_name": anchor[1]}
-    same = row.get("queries") == anchor["queries"] and (
-        row["task"] != "reranking" or row.get("depth") == anchor.get("depth")
-    )
-    if not same:
+    same_depth = row["task"] != "reranking" or row.get("depth") == anchor.get("depth")
+    if row.get("queries") != anchor["queries"] or not same_depth:
         return {}
-    return {
+    fields = {
         "anchor": anchor["value"],
         "anchor_name": anchor["name"],
         "anchor_source": anchor["source"],
         "anchor_queries": anchor["queries"],
-        **({"anchor_first_stage": anchor["first_stage"]} if anchor.get("first_stage") else {}),
-        **({"anchor_depth": anchor["depth"]} if anchor.get("depth") else {}),
     }
+    return {**fields, **{f"anchor_{key}": anchor[key] for key in ("first_stage", "depth") if anchor.get(key)}}
 
 
 def evaluation_rows(
@@ -206,18 +203,13 @@ def evaluation_rows(
 
 def dev_record(trainer, dev_before: dict, dev_after: dict) -> dict:
     """metrics.json "extra" of the dev evaluator: the --load-best checkpoint, the dev scores before and after."""
-    state = trainer.state
-    best = (
-        {
-            "step": int(state.best_model_checkpoint.rsplit("-", 1)[-1]),
-            "metric": trainer.args.metric_for_best_model,
-            "value": state.best_metric,
-        }
-        if trainer.args.load_best_model_at_end and state.best_model_checkpoint
-        else None
-    )
+    state, record = trainer.state, {}
+    if trainer.args.load_best_model_at_end and state.best_model_checkpoint:
+        step = int(state.best_model_checkpoint.rsplit("-", 1)[-1])
+        metric = trainer.args.metric_for_best_model
+        record["best_checkpoint"] = {"step": step, "metric": metric, "value": state.best_metric}
     return {
-        **({"best_checkpoint": best} if best else {}),
+        **record,
         "dev_before": {k: round(float(v), 4) for k, v in dev_before.items()},
         "dev_after": {k: round(float(v), 4) for k, v in dev_after.items()},
     }
