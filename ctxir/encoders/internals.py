@@ -66,11 +66,7 @@ def inspect_text(
 
 
 def word_positions(tokens: list[str], word: str) -> list[int]:
-    """Indices of the word-pieces that spell ``word`` (first occurrence).
-
-    >>> word_positions(["[CLS]", "otter", "##s", "swim", "[SEP]"], "otters")
-    [1, 2]
-    """
+    """Indices of the word-pieces that spell ``word`` (first occurrence)."""
     word = check_text(word, "word", hint="type the word to follow across layers").lower()
     for start, token in enumerate(tokens):
         if token.startswith("##"):

@@ -11,12 +11,7 @@ _UNBOUNDED = 10**9
 
 
 def position_limit(config) -> int | None:
-    """Most tokens a model's position embeddings hold; ``None`` without absolute positions.
-
-    >>> from types import SimpleNamespace as Config
-    >>> position_limit(Config(model_type="roberta", max_position_embeddings=514, pad_token_id=1))
-    512
-    """
+    """Most tokens a model's position embeddings hold; ``None`` without absolute positions."""
     positions = getattr(config, "max_position_embeddings", None)
     if not positions:
         return None
@@ -28,18 +23,8 @@ def position_limit(config) -> int | None:
 def max_length_for(
     requested: int | None, own: int | None = None, positions: int | None = None, *, name: str = "max_length"
 ) -> int | None:
-    """Tokens per input: ``requested``, or the model's own ``own`` for None or 0; never beyond ``positions``.
-    None only when nothing is known.
-
-    >>> max_length_for(None, own=256, positions=512), max_length_for(384, own=256, positions=512)
-    (256, 384)
-    >>> max_length_for(1024, own=256, positions=512), max_length_for(0, own=10**30, positions=512)
-    (512, 512)
-    >>> max_length_for(-1, own=256, name="--max-length")
-    Traceback (most recent call last):
-        ...
-    ctxir.types.CtxirError: --max-length must be a whole number of tokens ≥ 1, or 0 / None for the model's own limit; got -1
-    """
+    """Tokens per input: ``requested``, or the model's own ``own`` for None or 0; never beyond ``positions``; None
+    only when nothing is known."""
     if requested is not None and (
         isinstance(requested, bool) or not isinstance(requested, int) or requested < 0
     ):

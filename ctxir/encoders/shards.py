@@ -1,9 +1,5 @@
 """Embedding shards on disk: ``shard-00000.npy`` (float32, unit rows) + ``shard-00000.json`` (ids, digests, the model
-fingerprint; written last: its presence means the shard is complete), and ``manifest.json`` over them.
-
->>> shard_plan(5, 2)  # (shard, first row, end row): never depends on the worker count
-[(0, 0, 2), (1, 2, 4), (2, 4, 5)]
-"""
+fingerprint; written last: its presence means the shard is complete), and ``manifest.json`` over them."""
 
 from __future__ import annotations
 
@@ -22,6 +18,7 @@ MANIFEST_FORMAT = "ctxir-embedding-shards/1"
 
 
 def shard_plan(rows: int, shard_size: int) -> list[tuple[int, int, int]]:
+    """(shard, first row, end row) of each shard: never depends on the worker count."""
     if shard_size < 1:
         raise CtxirError(f"shard_size must be ≥ 1, got {shard_size!r}")
     return [(i, start, min(start + shard_size, rows)) for i, start in enumerate(range(0, rows, shard_size))]

@@ -197,30 +197,23 @@ class _BM25Explainer:
             for i in ids:
                 counts[i] = counts.get(i, 0) + 1
                 shown.setdefault(i, []).append(word)
-        sides = {}
-        for side, (doc, text) in docs.items():
-            weights = {i: self._weight(i, doc) * n for i, n in counts.items()}
-            sides[side] = {
-                "score": float(sum(weights.values())),
-                "tokens": self._segments(text, weights),
-                "weights": weights,
-            }
+        weights = {
+            side: {i: self._weight(i, doc) * n for i, n in counts.items()} for side, (doc, _) in docs.items()
+        }
+        sides = {
+            side: {"score": float(sum(weights[side].values())), "tokens": self._segments(text, weights[side])}
+            for side, (_, text) in docs.items()
+        }
         names = []
         for i in counts:
             written = ", ".join(dict.fromkeys(w.lower() for w in shown[i]))
             stem = "" if written == self.term[i] else f" → {self.term[i]}"
             names.append(f"{written}{stem}" + (f" ×{counts[i]}" if counts[i] > 1 else ""))
-        terms = _terms(
-            names,
-            [sides["winner"]["weights"][i] for i in counts],
-            [sides["relevant"]["weights"][i] for i in counts],
-        )
+        terms = _terms(names, list(weights["winner"].values()), list(weights["relevant"].values()))
         terms += [
             {"term": f"{word} (in no document)", "winner": 0.0, "relevant": 0.0, "difference": 0.0}
             for word in dict.fromkeys(unknown)
         ]
-        for side in sides.values():
-            side.pop("weights")
         about = (
             "BM25 term weights from the bm25s index (exact: a document's score is their sum over the query's terms, "
             "after stop-word removal and stemming)"
