@@ -2,8 +2,7 @@ import json
 
 import pytest
 
-from ctxir.evaluation.evaluate import main
-from ctxir.evaluation.tuning import tune_fusion_rankings
+from ctxir.evaluation.evaluate import main, tune_fusion_rankings
 from ctxir.retrieval import BM25Retriever
 from ctxir.types import Hit
 

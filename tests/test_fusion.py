@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from ctxir.evaluation.tuning import tune_fusion_rankings, tune_hybrid
+from ctxir.evaluation.evaluate import tune_fusion_rankings, tune_hybrid
 from ctxir.rerank.pipeline import StageFusion
 from ctxir.retrieval import BM25Retriever, HybridRetriever
 from ctxir.retrieval.fusion import fuse, reciprocal_rank_fusion, scored_only, weighted_score_fusion

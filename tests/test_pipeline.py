@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from ctxir.evaluation.tuning import tune_stage_fusion
+from ctxir.evaluation.evaluate import tune_stage_fusion
 from ctxir.rerank import Reranker
 from ctxir.rerank.pipeline import Pipeline, StageFusion, merge_stages
 from ctxir.retrieval import BM25Retriever

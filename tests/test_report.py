@@ -401,7 +401,7 @@ def test_reranked_report_explains_the_reranker_then_the_first_stage(beir_dir, tm
 
 
 def test_report_for_pipeline_keeps_the_worst_queries_its_options_ask_for(tmp_path):
-    from ctxir.evaluation.report import ReportOptions, report_for_pipeline
+    from ctxir.evaluation.report import report_for_pipeline
     from ctxir.rerank.pipeline import Pipeline
     from ctxir.retrieval.retrievers import BM25Retriever
 
@@ -413,7 +413,9 @@ def test_report_for_pipeline_keeps_the_worst_queries_its_options_ask_for(tmp_pat
         CORPUS,
         QUERIES,
         QRELS,
-        ReportOptions(config={"retriever": "bm25"}, worst=1, top=2),
+        config={"retriever": "bm25"},
+        worst=1,
+        top=2,
     )
     report = json.loads(json_path.read_text())
     assert len(report["cases"]) == 1 and len(report["cases"][0]["results"]) <= 2

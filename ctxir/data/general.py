@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ctxir.checks import check_choice
-from ctxir.data.reading import PathLike, existing_file, read_text, short_name, tsv_rows
+from ctxir.data.beir import PathLike, existing_file, read_text, short_name, tsv_rows
 from ctxir.types import Corpus, CtxirError, Qrels, Queries
 
 WIKIQA_COLUMNS = ("QuestionID", "Question", "DocumentID", "DocumentTitle", "SentenceID", "Sentence", "Label")

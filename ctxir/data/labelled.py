@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctxir.data.reading import (
+from ctxir.data.beir import (
     bad_line,
     existing_file,
     json_object,

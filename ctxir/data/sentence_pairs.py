@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctxir.data.reading import (
+from ctxir.data.beir import (
     PathLike,
     bad_line,
     existing_file,

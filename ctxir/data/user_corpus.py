@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ctxir.data.beir import jsonl_corpus, load_corpus
-from ctxir.data.reading import (
+from ctxir.data.beir import (
     PathLike,
     add_doc,
     bad_line,
     check_doc_text,
     existing_file,
+    jsonl_corpus,
+    load_corpus,
     non_empty,
     nonblank_lines,
     read_text,
@@ -41,27 +42,23 @@ def load_user_corpus(path: PathLike) -> Corpus:
     """A user's corpus file: .txt (one doc per non-empty line), .jsonl, or .csv/.tsv with a header row; ids default to
     the line the document starts on. Messages name the file only (uploads sit in hash folders)."""
     p = existing_file(path, f"a corpus file ({', '.join(USER_CORPUS_SUFFIXES)})")
+    suffix = p.suffix.lower()
     try:
-        return _load_user_corpus(p)
+        if suffix not in USER_CORPUS_SUFFIXES:
+            raise CtxirError(
+                f"{short_name(p)}: unsupported file type {suffix or '(none)'!r}; use one of {', '.join(USER_CORPUS_SUFFIXES)}"
+                ' (.txt = one document per line; .jsonl = {"id", "title", "text"} per line; .csv/.tsv with a \'text\' column).'
+            )
+        text = read_text(p)
+        if suffix == ".txt":
+            corpus = {str(n): {"title": "", "text": line.strip()} for n, line in nonblank_lines(text)}
+        elif suffix == ".jsonl":
+            corpus = jsonl_corpus(p, text, user=True)
+        else:
+            corpus = _user_table(p, text, "," if suffix == ".csv" else "\t")
+        return non_empty(p, corpus)
     except CtxirError as err:
         raise CtxirError(str(err).replace(short_name(p), p.name)) from None
-
-
-def _load_user_corpus(p: Path) -> Corpus:
-    suffix = p.suffix.lower()
-    if suffix not in USER_CORPUS_SUFFIXES:
-        raise CtxirError(
-            f"{short_name(p)}: unsupported file type {suffix or '(none)'!r}; use one of {', '.join(USER_CORPUS_SUFFIXES)}"
-            ' (.txt = one document per line; .jsonl = {"id", "title", "text"} per line; .csv/.tsv with a \'text\' column).'
-        )
-    text = read_text(p)
-    if suffix == ".txt":
-        corpus = {str(line_no): {"title": "", "text": line.strip()} for line_no, line in nonblank_lines(text)}
-    elif suffix == ".jsonl":
-        corpus = jsonl_corpus(p, text, user=True)
-    else:
-        corpus = _user_table(p, text, "," if suffix == ".csv" else "\t")
-    return non_empty(p, corpus)
 
 
 def load_corpus_any(path: PathLike) -> Corpus:

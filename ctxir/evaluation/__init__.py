@@ -1,4 +1,4 @@
-"""Evaluation: metrics, ``ctxir evaluate`` (evaluate.py), fusion tuning, ``ctxir compare`` (paired tests between
+"""Evaluation: metrics, ``ctxir evaluate`` and fusion tuning (evaluate.py), ``ctxir compare`` (paired tests between
 saved runs), ``ctxir report`` (the failure report: report.py, report_html.py) and the suite's table (suite.py)."""
 
 from ctxir.evaluation.metrics import (  # noqa: F401 -- public API

@@ -14,7 +14,7 @@ import numpy as np
 
 from ctxir.checks import check_choice
 from ctxir.cli import cli_main, flag
-from ctxir.evaluation.metrics import format_table, paired_changes
+from ctxir.evaluation.metrics import format_table, markdown_cell, paired_changes
 from ctxir.files import read_json, write_json
 from ctxir.types import CtxirError
 
@@ -199,10 +199,6 @@ def format_comparison(result: Mapping) -> str:
         name + (" (baseline)" if name == baseline else ""): v for name, v in result["systems"].items()
     }
     lines = [format_table(labelled, metrics, marked)]
-
-    def esc(text: str) -> str:
-        return str(text).replace("|", "\\|")
-
     correction = "no correction" if result["correction"] == "none" else f"{result['correction']}-corrected"
     test = "paired t-test"
     if result["test"] == "randomization":
@@ -224,10 +220,10 @@ def format_comparison(result: Mapping) -> str:
         "|---|---|---:|---:|---:|---:|",
     ]
     for r in result["comparisons"]:
-        star = " *" if r["significant"] else ""
+        who = f"{markdown_cell(r['system'])} vs {markdown_cell(r['baseline'])} | {markdown_cell(r['metric'])}"
         lines.append(
-            f"| {esc(r['system'])} vs {esc(r['baseline'])} | {esc(r['metric'])} | {r['delta']:+.4f} | "
-            f"{r['wins']}/{r['losses']}/{r['ties']} | {r['p']:.4f} | {r['p_adjusted']:.4f}{star} |"
+            f"| {who} | {r['delta']:+.4f} | {r['wins']}/{r['losses']}/{r['ties']} | {r['p']:.4f} | "
+            f"{r['p_adjusted']:.4f}{' *' if r['significant'] else ''} |"
         )
     return "\n".join(lines)
 

@@ -1,11 +1,14 @@
 """``ctxir evaluate``: score a retrieval pipeline (or an STS scorer) on a benchmark, print a metrics table and write
-a JSON of metrics, per-query values, top-k runs and the config (flags in docs/reference/cli.md)."""
+a JSON of metrics, per-query values, top-k runs and the config (flags in docs/reference/cli.md); fusion settings are
+tuned on training queries (never on the test queries they are reported on)."""
 
 from __future__ import annotations
 
+import itertools
 import platform
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
@@ -16,11 +19,14 @@ from ctxir.data.beir import load_beir
 from ctxir.data.sentence_pairs import load_pairs, load_sts
 from ctxir.encoders.bi_encoder import BiEncoder, EmbeddingCache, cache_root
 from ctxir.encoders.models import set_threads
+from ctxir.evaluation import compare
 from ctxir.evaluation.metrics import evaluate_run, format_table, paired_retrieval, sts_correlation
+from ctxir.evaluation.report import report_for_pipeline, report_paths
 from ctxir.files import cpu_count, read_json, write_json
 from ctxir.rerank.pipeline import Pipeline, StageFusion, build_first_stages, mode_fusion
 from ctxir.rerank.rankers import RERANK_BACKENDS, CrossEncoderReranker
 from ctxir.rerank.registry import RERANK_MODES, RERANKER_CHOICES, RERANKERS, load_reranker, reranker_choices
+from ctxir.retrieval.fusion import fuse, scored_only
 from ctxir.retrieval.registry import (
     DEFAULT_FIRST_STAGE,
     FIRST_STAGE_CHOICES,
@@ -30,7 +36,54 @@ from ctxir.retrieval.registry import (
     get_first_stage,
 )
 from ctxir.retrieval.retrievers import HybridRetriever
-from ctxir.types import CtxirError
+from ctxir.types import CtxirError, Hit, Qrels, Queries, run_from_hits
+
+RRF_KS = (1, 2, 5, 10, 20, 40, 60, 100)
+WEIGHTS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0)  # each retriever's weight but the last, which stays 1
+
+
+def tune_fusion_rankings(
+    per_retriever: Sequence[dict[str, list[Hit]]],
+    qrels: Qrels,
+    metric: str = "nDCG@10",
+    rrf_ks: Sequence[float] = RRF_KS,
+    weights: Sequence[float] = WEIGHTS,
+) -> dict:
+    """Grid search over fusion, rrf k and every retriever's weight but the last (which stays 1) over
+    ``per_retriever`` ({qid: hits} each); the best {"fusion", "k", "weights", metric} and the "grid"."""
+    k_value = int(metric.split("@")[1]) if "@" in metric else 10
+    qids = list(per_retriever[0])
+    weight_sets = [[*ws, 1.0] for ws in itertools.product(weights, repeat=len(per_retriever) - 1)]
+    grid = []
+    for fusion, k, ws in itertools.chain(
+        (("rrf", k, ws) for k, ws in itertools.product(rrf_ks, weight_sets)),
+        (("weighted", None, ws) for ws in weight_sets),
+    ):
+        fused = {q: fuse([r[q] for r in per_retriever], fusion, k, ws) for q in qids}
+        score = evaluate_run(qrels, run_from_hits(fused), k_values=(k_value,)).aggregate[metric]
+        grid.append({"fusion": fusion, "k": k, "weights": ws, metric: score})
+    # Ties go to the earlier (simpler, smaller-k) setting: max() keeps the first maximum.
+    best = max(grid, key=lambda row: row[metric])
+    return {**best, "metric": metric, "grid": grid}
+
+
+def tune_stage_fusion(
+    first: dict[str, list[Hit]], reranked: dict[str, list[Hit]], qrels: Qrels, metric: str = "nDCG@10"
+) -> dict:
+    """Choose how to fuse a re-ranker (``reranked``: {qid: hits}) with its ``first`` stage; weight 0 = re-ranker alone."""
+    first = {q: scored_only(first[q], reranked[q]) for q in reranked}
+    # Tie-break toward plain re-ranking: weight 0 comes first in the grid.
+    return tune_fusion_rankings([first, reranked], qrels, metric, weights=(0.0, *WEIGHTS))
+
+
+def tune_hybrid(hybrid: HybridRetriever, queries: Queries, qrels: Qrels, metric: str = "nDCG@10") -> dict:
+    """Tune ``hybrid`` in place on ``queries``/``qrels`` (a training split) and return the choice."""
+    per_retriever = [r.search(queries, hybrid.depth) for r in hybrid.retrievers]
+    best = tune_fusion_rankings(per_retriever, qrels, metric)
+    hybrid.fusion, hybrid.weights = best["fusion"], best["weights"]
+    hybrid.k = best["k"] if best["k"] is not None else hybrid.k
+    return best
+
 
 # Printed; the JSON file keeps every metric and per-query value.
 SHOWN_METRICS = ("nDCG@10", "MRR@10", "MAP@100", "Recall@10", "Recall@100", "P@10", "spearman", "pearson")
@@ -134,13 +187,8 @@ def run_pairs(args: EvaluateArgs, task: str) -> dict:
     else:
         pairs = load_sts(args.data, None if Path(args.data).is_file() else args.split)
     if task == "sts" and args.rerank != "none":
-        kind, reranker = RERANKERS[args.rerank], _reranker(args)
         texts = [(a, b) for a, b, _ in pairs]
-        predicted = (
-            kind.score_pair_list(reranker, texts, args.batch_size)
-            if kind.score_pair_list is not None
-            else [float(kind.pair_scores(reranker, a, [b])[0]) for a, b in texts]  # a pair at a time
-        )
+        predicted = RERANKERS[args.rerank].score_pair_list(_reranker(args), texts, args.batch_size)
         system, prompts = f"{args.rerank} {args.reranker_model}", {}
     else:
         encoder = _encoder(args)
@@ -238,11 +286,18 @@ def run_retrieval(args: EvaluateArgs) -> dict:
     if pipeline.fusion is not None:
         print(f"fused mode: {pipeline.fusion.describe()}; {pipeline.fusion.chosen_on or 'settings given'}")
     if args.report:
-        from ctxir.evaluation.report import ReportOptions, report_for_pipeline
-
-        # compared query by query: each stage's run, the first stage first
-        options = ReportOptions(config=asdict(args), worst=args.report_queries, compare=named_runs)
-        report_for_pipeline(args.report, pipeline, runs[stage], names[stage], corpus, queries, qrels, options)
+        report_for_pipeline(
+            args.report,
+            pipeline,
+            runs[stage],
+            names[stage],
+            corpus,
+            queries,
+            qrels,
+            config=asdict(args),
+            worst=args.report_queries,
+            compare=named_runs,
+        )
     return {
         "task": "retrieval",
         "metrics": {k: v.aggregate for k, v in results.items()},
@@ -265,8 +320,6 @@ def run_retrieval(args: EvaluateArgs) -> dict:
 
 def _tune(args: EvaluateArgs, pipeline) -> dict:
     """Choose the hybrid's fusion, then the re-ranker/first-stage fusion, on --tune-on queries (in place)."""
-    from ctxir.evaluation.tuning import tune_hybrid, tune_stage_fusion
-
     hybrid = isinstance(pipeline.first_stage, HybridRetriever)
     if not hybrid and pipeline.reranker is None:
         fusing = " or ".join(fusing_first_stages())
@@ -288,10 +341,7 @@ def _tune(args: EvaluateArgs, pipeline) -> dict:
                 f"queries (e.g. {missing[0]!r}): pass ids from the --tune-on split"
             )
         queries = {q: queries[q] for q in wanted}
-    qrels = {q: qrels[q] for q in queries if q in qrels}
-    queries = {q: t for q, t in queries.items() if q in qrels}
-    if not queries:
-        raise CtxirError(f"--tune-on {args.tune_on!r} leaves no judged queries to tune on")
+    qrels = {q: qrels[q] for q in queries}  # load_beir's queries are the judged ones
     tuned: dict = {
         "queries": {"split": args.tune_on, "count": len(queries), "from": args.tune_queries or "all"}
     }
@@ -373,8 +423,6 @@ def run(args: EvaluateArgs) -> dict:
     sts = (path.is_file() and path.suffix == ".csv") or (path / "sts-test.csv").is_file()
     task = args.task if args.task != "auto" else ("sts" if sts else "retrieval")
     if args.report:  # checked before any model is loaded
-        from ctxir.evaluation.report import report_paths
-
         if task != "retrieval":
             raise CtxirError(
                 f"--report {args.report!r} needs a retrieval benchmark (a BEIR folder), not {task!r}"
@@ -425,8 +473,6 @@ def default_output(args: EvaluateArgs) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--compare" in argv:  # finished runs compared on their per-query values
-        from ctxir.evaluation import compare
-
         return cli_main(compare.CompareArgs, compare.run, argv)
     return cli_main(EvaluateArgs, run, argv)
 

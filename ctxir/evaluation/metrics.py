@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -45,12 +45,7 @@ class EvalResult:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable copy."""
-        return {
-            "aggregate": dict(self.aggregate),
-            "per_query": {qid: dict(m) for qid, m in self.per_query.items()},
-            "num_queries": self.num_queries,
-            "missing_queries": list(self.missing_queries),
-        }
+        return {**asdict(self), "missing_queries": list(self.missing_queries)}
 
 
 def _check_k_values(k_values: Iterable[Any]) -> list[int]:
@@ -166,12 +161,10 @@ def evaluate_run(
     >>> {name: round(value, 4) for name, value in result.aggregate.items()}
     {'nDCG@1': 0.0, 'nDCG@10': 0.6309, 'MRR@1': 0.0, 'MRR@10': 0.5, 'Recall@1': 0.0, 'Recall@10': 1.0}
     """
-    ks = _check_k_values(k_values)
-    ms = _check_metrics(metrics)
+    ks, ms = _check_k_values(k_values), _check_metrics(metrics)
     if ties not in TIE_RULES:
         raise CtxirError(f"ties={ties!r} is not a tie rule; choose one of {list(TIE_RULES)}.")
-    clean_qrels = _clean_qrels(qrels)
-    clean_run = _clean_run(run, ignore_identical_ids)
+    clean_qrels, clean_run = _clean_qrels(qrels), _clean_run(run, ignore_identical_ids)
     if ties == "listed":
         clean_run = {q: _listed_order(docs) for q, docs in clean_run.items()}
 
@@ -190,10 +183,10 @@ def evaluate_run(
     missing = [q for q in judged if q not in raw or not clean_run.get(q)]
     absent = set(missing)
     per_query = {q: _query_values(defaultdict(float) if q in absent else raw[q], ms, ks) for q in judged}
-    labels = list(_query_values(defaultdict(float), ms, ks))
-
     n = len(per_query)
-    aggregate = {label: float(sum(v[label] for v in per_query.values()) / n) for label in labels}
+    aggregate = {
+        label: float(sum(v[label] for v in per_query.values()) / n) for label in per_query[judged[0]]
+    }
     return EvalResult(aggregate=aggregate, per_query=per_query, num_queries=n, missing_queries=tuple(missing))
 
 
@@ -265,8 +258,7 @@ def sts_correlation(predicted: Sequence[float] | Any, gold: Sequence[float] | An
     """
     from scipy import stats
 
-    p = _as_array(predicted, "predicted").ravel()
-    g = _as_array(gold, "gold").ravel()
+    p, g = _as_array(predicted, "predicted").ravel(), _as_array(gold, "gold").ravel()
     if p.shape != g.shape:
         raise CtxirError(
             f"predicted has {p.size} values but gold has {g.size}; they must pair up one to one."
@@ -276,9 +268,11 @@ def sts_correlation(predicted: Sequence[float] | Any, gold: Sequence[float] | An
     for name, arr in (("predicted", p), ("gold", g)):
         if np.all(arr == arr[0]):
             raise CtxirError(f"{name} is constant ({arr[0]!r}); correlation is undefined.")
-    spearman = stats.spearmanr(p, g).statistic
-    pearson = stats.pearsonr(p, g).statistic
-    return {"spearman": float(spearman), "pearson": float(pearson), "n": int(p.size)}
+    return {
+        "spearman": float(stats.spearmanr(p, g).statistic),
+        "pearson": float(stats.pearsonr(p, g).statistic),
+        "n": int(p.size),
+    }
 
 
 def paired_recall_at_k(similarity: Any, k_values: Sequence[int] = (1, 5, 10)) -> dict[str, float]:
@@ -295,9 +289,7 @@ def paired_recall_at_k(similarity: Any, k_values: Sequence[int] = (1, 5, 10)) ->
     s = _as_array(similarity, "similarity")
     if s.ndim != 2 or s.shape[0] != s.shape[1] or s.shape[0] == 0:
         raise CtxirError(f"similarity must be a non-empty square (N, N) matrix, got shape {tuple(s.shape)}.")
-    diag = np.diag(s)
-    # >= counts the diagonal itself once, which supplies the "1 +"
-    ranks = (s >= diag[:, None]).sum(axis=1)
+    ranks = (s >= np.diag(s)[:, None]).sum(axis=1)  # >= counts the diagonal itself once: the "1 +"
     out = {f"Recall@{k}": float(np.mean(ranks <= k)) for k in ks}
     out["MRR"] = float(np.mean(1.0 / ranks))
     return out
@@ -324,6 +316,10 @@ def paired_retrieval(
     return paired_recall_at_k(q @ t.T, k_values)
 
 
+def markdown_cell(text) -> str:
+    return str(text).replace("|", "\\|")
+
+
 def format_table(
     results: Mapping[str, Mapping[str, float]],
     metrics: Sequence[str],
@@ -336,14 +332,11 @@ def format_table(
     if not metrics:
         raise CtxirError("no metrics to tabulate; pass column names such as ['nDCG@10', 'MRR@10'].")
 
-    def esc(s: str) -> str:
-        return str(s).replace("|", "\\|")
-
-    lines = ["| System | " + " | ".join(map(esc, metrics)) + " |", "|---|" + "---:|" * len(metrics)]
+    lines = ["| System | " + " | ".join(map(markdown_cell, metrics)) + " |", "|---|" + "---:|" * len(metrics)]
     for system, vals in results.items():
         cells = [
             f"{float(vals[m]):.4f}{'†' if (system, m) in marked else ''}" if m in vals else "–"
             for m in metrics
         ]
-        lines.append(f"| {esc(system)} | " + " | ".join(cells) + " |")
+        lines.append(f"| {markdown_cell(system)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

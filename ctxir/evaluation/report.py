@@ -15,11 +15,15 @@ from typing import Literal
 from ctxir.cli import cli_main, flag
 from ctxir.data.beir import load_beir, load_qrels, load_queries
 from ctxir.data.user_corpus import load_corpus_any
+from ctxir.encoders.bi_encoder import BiEncoder
 from ctxir.evaluation.compare import compare_systems
 from ctxir.evaluation.metrics import METRICS, evaluate_run
 from ctxir.evaluation.report_html import render_report
 from ctxir.explain.failures import explain_failures, pipeline_explainers
 from ctxir.files import read_json, write_atomic, write_json
+from ctxir.rerank.registry import load_reranker
+from ctxir.retrieval.registry import FIRST_STAGES
+from ctxir.retrieval.retrievers import BM25Retriever
 from ctxir.types import Corpus, CtxirError, Qrels, Queries, Run
 
 REPORT_FORMAT = "ctxir-failure-report"
@@ -102,18 +106,21 @@ def _case(
         fields = {"grade": grade, "rank": rank, "score": score, "status": status}
         rows.append({"doc_id": doc, **_doc_fields(corpus, doc), **fields})
     rows.sort(key=lambda r: (-r["grade"], r["rank"] is None, r["rank"] or 0, r["doc_id"]))
-    # non-relevant = judged ≤ 0 or unjudged: it was ranked as an answer without being one
-    wrong = [(rank, doc, score) for rank, (doc, score) in enumerate(ranking, 1) if grades.get(doc, 0) <= 0]
-    pairs = []
-    for row in rows:
-        if wrong and (row["rank"] is None or wrong[0][0] < row["rank"]):
-            rank, doc, score = wrong[0]
-            pairs.append(
-                {
-                    "winner": {"doc_id": doc, "rank": rank, "score": score, "grade": grades.get(doc)},
-                    "relevant": {k: row[k] for k in ("doc_id", "rank", "score", "grade")},
-                }
-            )
+    # the winner: the highest-ranked non-relevant document (judged ≤ 0 or unjudged), ranked as an answer without being one
+    wrong = next(((r, d, s) for r, (d, s) in enumerate(ranking, 1) if grades.get(d, 0) <= 0), None)
+    pairs = [
+        {
+            "winner": {
+                "doc_id": wrong[1],
+                "rank": wrong[0],
+                "score": wrong[2],
+                "grade": grades.get(wrong[1]),
+            },
+            "relevant": {k: row[k] for k in ("doc_id", "rank", "score", "grade")},
+        }
+        for row in rows
+        if wrong and (row["rank"] is None or wrong[0] < row["rank"])
+    ]
     return {
         "qid": qid,
         "query": query,
@@ -299,18 +306,6 @@ def make_report(
     return html_path, json_path
 
 
-@dataclass(frozen=True)
-class ReportOptions:
-    """What a report shows: its header's ``config``, the ``worst`` queries by ``metric``, ``top`` results each, and
-    ``compare``: the runs compared query by query, the baseline first (``report_comparison``)."""
-
-    config: Mapping | None = None
-    worst: int = 10
-    metric: str = "nDCG@10"
-    top: int = 10
-    compare: Mapping[str, Run] | None = None
-
-
 def report_for_pipeline(
     path: str | Path,
     pipeline,
@@ -319,12 +314,17 @@ def report_for_pipeline(
     corpus: Corpus,
     queries: Queries,
     qrels: Qrels,
-    options: ReportOptions | None = None,
+    *,
+    config: Mapping | None = None,
+    worst: int = 10,
+    metric: str = "nDCG@10",
+    top: int = 10,
+    compare: Mapping[str, Run] | None = None,
 ) -> tuple[Path, Path]:
-    """The report of one of ``pipeline``'s runs, explained with the pipeline's models (``ctxir evaluate --report``)."""
-    options = options or ReportOptions()
-    cases = failure_cases(qrels, run, corpus, queries, options.metric, options.worst, options.top)
-    meta = report_meta(qrels, run, options.metric, system, options.config, options.compare)
+    """The report of one of ``pipeline``'s runs, explained with its models; ``compare``: the runs compared query by
+    query, the baseline first (``ctxir evaluate --report``)."""
+    cases = failure_cases(qrels, run, corpus, queries, metric, worst, top)
+    meta = report_meta(qrels, run, metric, system, config, compare)
     return make_report(path, cases, meta, corpus, pipeline_explainers(pipeline))
 
 
@@ -336,11 +336,6 @@ def _model_name(kind: str, model) -> str:
 
 def explainers_from_config(config: Mapping, corpus: Corpus, system: str, device: str = "auto") -> dict:
     """Rebuild the models a results JSON's ``config`` names, for ``explain_failures`` (the corpus is not encoded)."""
-    from ctxir.encoders.bi_encoder import BiEncoder
-    from ctxir.rerank.registry import load_reranker
-    from ctxir.retrieval.registry import FIRST_STAGES
-    from ctxir.retrieval.retrievers import BM25Retriever
-
     retriever = config.get("retriever", "")
     stage = FIRST_STAGES.get(retriever)  # a first stage no longer registered: nothing of it is explained
     found: dict = {}

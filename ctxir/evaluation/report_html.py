@@ -9,6 +9,7 @@ import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import jinja2
 from markupsafe import Markup
 
 MAX_TERMS_SHOWN = 12  # rows of a query-term table in the HTML (the JSON keeps all)
@@ -85,8 +86,6 @@ def _differences_image(comparison: Mapping | None) -> tuple[str, str]:
 
 
 def _template():
-    import jinja2
-
     # autoescape stays off: _finalize escapes every expression
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),

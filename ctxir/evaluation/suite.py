@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ctxir import kinds
+from ctxir.rerank.stage_fusion import TIE_BREAK_WEIGHT
 
 COLLECTIONS = {
     "scifact_test": "SciFact test",
@@ -107,8 +108,6 @@ def _test(test: dict) -> str:
 def _stage_cell(result: dict, stage: str) -> str:
     """The first stage, and, where the fused mode keeps its order (RRF at the tie-break weight), that the default
     only re-orders its ties: "fused" would claim a fusion that does not happen there."""
-    from ctxir.rerank.stage_fusion import TIE_BREAK_WEIGHT
-
     fusion = result.get("fusion") or {}
     weights = ((fusion.get("first_stages") or {}).get(stage) or {}).get("weights") or fusion.get("weights")
     if weights and weights[0] >= TIE_BREAK_WEIGHT * weights[1]:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ctxir.encoders.models import resolve_model
+from ctxir.files import read_json, write_json
 from ctxir.types import CtxirError
 
 CALIBRATION_FILE = "calibration.json"
@@ -41,8 +43,6 @@ class Calibration:
         return relevant / pairs if pairs and relevant is not None else None
 
     def save(self, folder: str | Path) -> Path:
-        from ctxir.files import write_json
-
         path = Path(folder) / CALIBRATION_FILE
         write_json(path, {"method": "platt", **asdict(self)})
         return path
@@ -95,9 +95,6 @@ def calibration_quality(p: np.ndarray, y: np.ndarray, bins: int = 10) -> dict:
 
 def calibration_for(model) -> Calibration | None:
     """The calibration in ``model``'s folder (``calibration.json``), else None."""
-    from ctxir.encoders.models import resolve_model
-    from ctxir.files import read_json
-
     folder = Path(str(model)).expanduser()
     if not folder.is_dir():
         try:

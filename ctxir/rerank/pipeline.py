@@ -140,23 +140,14 @@ def mode_fusion(
 
 def merge_stages(first: list[Hit], reranked: list[Hit], final: list[Hit] | None = None) -> list[RankedHit]:
     """Join the rankings by document, in the order of ``final`` (a fusion of both) or else the re-ranker's."""
-    first_rank = {h.doc_id: (r, h.score) for r, h in enumerate(first, 1)}
-    rerank_rank = {h.doc_id: (r, h.score) for r, h in enumerate(reranked, 1)}
+    first_stage = {
+        h.doc_id: (h.score, r) for r, h in enumerate(first, 1)
+    }  # (score, rank) as RankedHit's fields
+    rerank = {h.doc_id: (h.score, r) for r, h in enumerate(reranked, 1)}
     return [
-        RankedHit(
-            h.doc_id,
-            h.score,
-            r,
-            first_rank[h.doc_id][1],
-            first_rank[h.doc_id][0],
-            rerank_rank[h.doc_id][1],
-            rerank_rank[h.doc_id][0],
-        )
+        RankedHit(h.doc_id, h.score, r, *first_stage[h.doc_id], *rerank[h.doc_id])
         for r, h in enumerate(reranked if final is None else final, 1)
     ]
-
-
-# ---------------------------------------------------------------- building stages by name (CLI and app)
 
 
 def build_first_stages(

@@ -14,8 +14,10 @@ import numpy as np
 import torch
 
 from ctxir import kinds
-from ctxir.checks import check_query, is_blank
+from ctxir.checks import check_choice, check_query, is_blank
+from ctxir.encoders.bi_encoder import cache_root, weights_fingerprint
 from ctxir.encoders.models import DEFAULT_CROSS_ENCODER, load_cross_encoder, model_lock, resolve_model
+from ctxir.files import read_json
 from ctxir.names import PAIR_ORDERS_FILE
 from ctxir.rerank.calibration import calibration_for
 from ctxir.rerank.passages import Passages
@@ -48,9 +50,6 @@ def pair_scores(
 
 def both_orders_for(model: str | Path) -> bool:
     """Whether ``model``'s folder (its pair_orders.json) says to score a pair as the mean of both orders."""
-    from ctxir.checks import check_choice
-    from ctxir.files import read_json
-
     try:
         folder = Path(resolve_model(str(model)))
     except CtxirError:
@@ -180,15 +179,13 @@ class CrossEncoderReranker(Reranker):
     ):
         """``backend``: "torch", "onnx" (the body in ONNX Runtime on the CPU) or "onnx-int8" (its base layers in int8);
         a model off the CPU or that cannot be exported scores in torch. ``both_orders``: None = as the model's folder says."""
-        from ctxir.checks import check_choice
-
         self.model_name = model if isinstance(model, str) else type(model).__name__
         self.model = load_cross_encoder(model, device) if isinstance(model, str) else model
         self.batch_size = batch_size
         self.passages = passages  # None = the first max-length tokens of each document (FirstP)
-        if both_orders is None:
-            both_orders = isinstance(model, str) and both_orders_for(model)
-        self.both_orders = both_orders
+        self.both_orders = (
+            both_orders if both_orders is not None else isinstance(model, str) and both_orders_for(model)
+        )
         self.backend = check_choice(backend, "backend", RERANK_BACKENDS)
         self.calibration = calibration_for(model) if isinstance(model, str) else None
         self.onnx_dir: Path | None = None  # where backend "onnx" exports to; None = <cache root>/onnx
@@ -236,7 +233,6 @@ class CrossEncoderReranker(Reranker):
         return self._onnx or None
 
     def _open_onnx(self):
-        from ctxir.encoders.bi_encoder import cache_root, weights_fingerprint
         from ctxir.encoders.onnx_backend import open_cross_encoder
 
         if self.model.device.type != "cpu":

@@ -1,5 +1,4 @@
-"""The re-ranker registry: one ``RerankerKind`` per kind, read by everything that offers, loads or scores one. Imports
-no torch: the app and the CLIs read it before any model loads.
+"""The re-ranker registry: one ``RerankerKind`` per kind, read by everything that offers, loads or scores one.
 
 >>> list(RERANKERS)
 ['cross-encoder', 'cls-lr', 'sts-cross-encoder']
@@ -10,18 +9,29 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import numpy as np
+from sentence_transformers import CrossEncoder
 
 from ctxir import kinds
 from ctxir.checks import LiveChoices, check_choice
+from ctxir.encoders.models import (
+    DEFAULT_BI_ENCODER,
+    MS_MARCO_CROSS_ENCODER,
+    SHIPPED_CLS_LR,
+    SHIPPED_CROSS_ENCODER,
+    SHIPPED_MODELS,
+    SHIPPED_STS_CROSS_ENCODER,
+    packaged_minilm_path,
+)
+from ctxir.files import read_json
 from ctxir.names import CLS_LR_CONFIG, PASSAGES_FILE, looks_like_hub_id
+from ctxir.rerank.cls_lr import ClsLrRanker
+from ctxir.rerank.passages import Passages
+from ctxir.rerank.rankers import CrossEncoderReranker, Reranker, check_ranking, short_repr
+from ctxir.rerank.stage_fusion import StageFusion
 from ctxir.types import CtxirError
-
-if TYPE_CHECKING:
-    import numpy as np
-
-    from ctxir.rerank.rankers import Reranker
-    from ctxir.rerank.stage_fusion import StageFusion
 
 FUSION_FILE = "fusion.json"  # in a re-ranker's folder: how the fused mode combines it with the first stage
 EVALUATION_FILE = "evaluation.json"  # in a re-ranker's folder: its test figures (training.evaluate_reranker)
@@ -87,8 +97,6 @@ class RerankerKind:
 
     def default_model(self) -> str:
         """The shipped model when this install has it, else ``fallback``."""
-        from ctxir.encoders.models import SHIPPED_MODELS
-
         shipped = self.shipped in SHIPPED_MODELS and SHIPPED_MODELS[self.shipped].is_dir()
         return self.shipped if shipped else self.fallback
 
@@ -106,8 +114,6 @@ class RerankerKind:
             )
         if local_model_folder(model) is not None:
             return True, ""
-        from ctxir.encoders.models import SHIPPED_MODELS
-
         if model in SHIPPED_MODELS:
             return False, f"the shipped model {model!r} is missing from this installation: reinstall ctxir"
         if model.startswith((".", "/", "~")) or model.count("/") != 1:
@@ -123,8 +129,6 @@ class RerankerKind:
 
 def local_model_folder(name: str) -> Path | None:
     """The folder holding ``name`` on this machine (shipped, local, or a Hub id in the cache), or None; no network."""
-    from ctxir.encoders.models import DEFAULT_BI_ENCODER, SHIPPED_MODELS, packaged_minilm_path
-
     name = (name or "").strip()
     if not name:
         return None
@@ -153,24 +157,14 @@ def _folder_file(model, name: str) -> Path | None:
 
 def passages_for(model: str):
     """How ``model`` reads a long document: its folder's passages.json as ``Passages``, else None (FirstP)."""
-    from ctxir.rerank.passages import Passages
-
     path = _folder_file(model, PASSAGES_FILE)
     return Passages.from_file(path) if path else None
 
 
 def stage_fusion_for(model: str) -> StageFusion:
     """How the fused mode combines ``model`` with the first stage: its folder's fusion.json, else RRF k=60."""
-    from ctxir.rerank.stage_fusion import StageFusion
-
     path = _folder_file(model, FUSION_FILE)
     return StageFusion.from_file(path) if path else StageFusion.default()
-
-
-def _shipped(attribute: str) -> str:
-    from ctxir.encoders import models
-
-    return getattr(models, attribute)
 
 
 @dataclass(frozen=True)
@@ -178,20 +172,12 @@ class CrossEncoderKind(RerankerKind):
     """A sentence-transformers cross-encoder, read with its folder's passages.json."""
 
     def load(self, model: str, device: str, batch_size: int) -> Reranker:
-        from ctxir.rerank.rankers import CrossEncoderReranker
-
         return CrossEncoderReranker(model, device, batch_size, passages=passages_for(model))
 
     def accepts(self, obj: Any) -> bool:
-        from sentence_transformers import CrossEncoder
-
-        from ctxir.rerank.rankers import CrossEncoderReranker
-
         return isinstance(obj, CrossEncoderReranker | CrossEncoder)
 
     def wrap(self, obj: Any) -> Reranker:
-        from ctxir.rerank.rankers import CrossEncoderReranker
-
         return obj if isinstance(obj, CrossEncoderReranker) else CrossEncoderReranker(obj)
 
     def score_pair_list(
@@ -215,13 +201,9 @@ class ClsLrKind(RerankerKind):
     """Logistic regression on a cross-encoder's [CLS] vector; pair scoring shows its probability."""
 
     def load(self, model: str, device: str, batch_size: int) -> Reranker:
-        from ctxir.rerank.cls_lr import ClsLrRanker
-
         return ClsLrRanker.load(model, device)
 
     def accepts(self, obj: Any) -> bool:
-        from ctxir.rerank.cls_lr import ClsLrRanker
-
         return isinstance(obj, ClsLrRanker)
 
     def pair_scores(self, reranker: Reranker, query: str, texts: Sequence[str]) -> np.ndarray:
@@ -232,8 +214,8 @@ CROSS_ENCODER = CrossEncoderKind(
     name=kinds.CROSS_ENCODER,
     label="cross-encoder",
     card=kinds.CROSS_ENCODER,
-    shipped=_shipped("SHIPPED_CROSS_ENCODER"),
-    fallback=_shipped("MS_MARCO_CROSS_ENCODER"),
+    shipped=SHIPPED_CROSS_ENCODER,
+    fallback=MS_MARCO_CROSS_ENCODER,
     how_to_get="train one with `python training/train_cross_encoder.py`",
     inspectable=True,
 )
@@ -241,7 +223,7 @@ CLS_LR = ClsLrKind(
     name=kinds.CLS_LR,
     label="CLS-LR",
     card=kinds.CLS_LR,
-    shipped=_shipped("SHIPPED_CLS_LR"),
+    shipped=SHIPPED_CLS_LR,
     fallback="",
     how_to_get="train one with `python training/train_cls_lr.py` (or ClsLrRanker.save)",
     pair_value="probability",
@@ -251,7 +233,7 @@ STS_CROSS_ENCODER = StsCrossEncoderKind(
     name=kinds.STS_CROSS_ENCODER,
     label="STS similarity",
     card=kinds.CROSS_ENCODER,
-    shipped=_shipped("SHIPPED_STS_CROSS_ENCODER"),
+    shipped=SHIPPED_STS_CROSS_ENCODER,
     fallback="",
     how_to_get="train one with `python training/train_pair_scorer.py`",
     scores="similarity",
@@ -330,8 +312,6 @@ def load_reranker(
         ...
     ctxir.types.CtxirError: the cross-encoder re-ranker is not available: model folder './no-such-folder' does not exist. To provide one, train one with `python training/train_cross_encoder.py` and pass its output folder as model, or a Hub id that is in the local cache
     """
-    from ctxir.encoders.models import SHIPPED_MODELS
-
     check_choice(kind, "re-ranker", reranker_choices())
     if kind == "none":
         return None
@@ -365,15 +345,11 @@ def rank(query: str, documents: Sequence[str], model: Any = None, top_k: int | N
         ...
     ctxir.types.CtxirError: model 'colbert' is no re-ranker kind, model folder or Hub id: use one of 'cross-encoder', 'cls-lr', 'sts-cross-encoder' (its default model), the path of a folder that exists, a Hub id 'owner/name', or None for the shipped cross-encoder
     """
-    from ctxir.rerank.rankers import check_ranking
-
     query, documents, top_k = check_ranking(query, documents, top_k)  # before any model loads
     return _ranker(model).rank(query, documents, top_k)
 
 
 def _ranker(model: Any) -> Reranker:
-    from ctxir.rerank.rankers import Reranker, short_repr
-
     if model is None or (isinstance(model, str) and not model.strip()):
         return load_reranker(DEFAULT_RERANKER)
     if isinstance(model, Reranker):
@@ -416,8 +392,6 @@ def alone_below_bm25(model: str) -> str | None:
     >>> alone_below_bm25(str(folder))
     'alone it scored below BM25 on med (nDCG@10 0.4 vs 0.5); evaluation.json, docs/results.md'
     """
-    from ctxir.files import read_json
-
     path = _folder_file(str(model), EVALUATION_FILE)
     below = []
     for name, figures in ((read_json(path) if path else None) or {}).items():

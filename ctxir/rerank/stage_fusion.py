@@ -7,7 +7,14 @@ from pathlib import Path
 
 from ctxir.files import read_json, verify_checksums
 from ctxir.rerank.calibration import CALIBRATION_FILE, Calibration, calibration_for
-from ctxir.retrieval.fusion import DEFAULT_RRF_K, FUSIONS, fuse, scored_only, weighted_score_fusion
+from ctxir.retrieval.fusion import (
+    DEFAULT_RRF_K,
+    FUSIONS,
+    fuse,
+    scored_only,
+    sorted_hits,
+    weighted_score_fusion,
+)
 from ctxir.types import CtxirError, Hit
 
 STAGE_FUSIONS = (*FUSIONS, "calibrated")
@@ -91,7 +98,7 @@ class StageFusion:
 
     @classmethod
     def from_tuning(cls, best: dict) -> StageFusion:
-        """From ``ctxir.evaluation.tuning.tune_stage_fusion``'s result (or its JSON record)."""
+        """From ``ctxir.evaluation.evaluate.tune_stage_fusion``'s result (or its JSON record)."""
         return cls(
             best["fusion"],
             tuple(best["weights"]),
@@ -204,4 +211,4 @@ def calibrated_fusion(
     if weights[0] > 0 and first:
         for hit in weighted_score_fusion([first], [weights[0]]):
             fused[hit.doc_id] = fused.get(hit.doc_id, 0.0) + hit.score
-    return [Hit(d, s) for d, s in sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))]
+    return sorted_hits(fused)

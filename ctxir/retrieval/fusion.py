@@ -71,7 +71,7 @@ def reciprocal_rank_fusion(
             if not (shared_ties and position > 1 and hit.score == ranking[position - 2].score):
                 rank = position
             fused[hit.doc_id] = fused.get(hit.doc_id, 0.0) + weight / (k + rank)
-    return _sorted_hits(fused)
+    return sorted_hits(fused)
 
 
 def weighted_score_fusion(
@@ -96,7 +96,7 @@ def weighted_score_fusion(
             # a list whose scores are all equal carries no order: every document in it gets the full weight
             normalised = (hit.score - low) / span if span > 0 else 1.0
             fused[hit.doc_id] = fused.get(hit.doc_id, 0.0) + weight * normalised
-    return _sorted_hits(fused)
+    return sorted_hits(fused)
 
 
 def check_weights(weights: Sequence[float] | None, n: int) -> list[float]:
@@ -116,5 +116,6 @@ def scored_only(first: Sequence[Hit], reranked: Sequence[Hit]) -> list[Hit]:
     return [h for h in first if h.doc_id in candidates]
 
 
-def _sorted_hits(scores: dict[str, float]) -> list[Hit]:
+def sorted_hits(scores: dict[str, float]) -> list[Hit]:
+    """``{doc_id: score}`` as hits, best first, ties by doc id."""
     return [Hit(d, s) for d, s in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))]

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ctxir.checks import check_choice, check_corpus, check_options
+from ctxir.encoders.bi_encoder import BiEncoder
 from ctxir.encoders.sharded import INSTALL_HINT
 from ctxir.encoders.shards import encoder_fingerprint, iter_shards, read_manifest, texts_digest
 from ctxir.retrieval.retrievers import Retriever
@@ -335,8 +336,6 @@ class VectorDBRetriever(Retriever):
             )
         self.encoder = None
         if self.mode != "bm25":
-            from ctxir.encoders.bi_encoder import BiEncoder
-
             self.encoder = encoder or BiEncoder()
             if encoder_fingerprint(self.encoder) != self.meta["fingerprint"]:
                 raise CtxirError(
@@ -386,8 +385,6 @@ class VectorDBRetriever(Retriever):
     ) -> VectorDBRetriever:
         """Encode ``corpus`` here (cached) and load it into the collection; ``kwargs``: the constructor's and
         ``CollectionSettings``' fields."""
-        from ctxir.encoders.bi_encoder import BiEncoder
-
         check_corpus(corpus)
         encoder = encoder or BiEncoder()
 
@@ -426,8 +423,6 @@ class VectorDBRetriever(Retriever):
     ) -> VectorDBRetriever:
         """Load ``encode_sharded``'s shards into the collection, one at a time; ``corpus`` supplies the texts
         (``keep_corpus=False``: read back from the engine), ``encoder`` (the manifest's model) the queries."""
-        from ctxir.encoders.bi_encoder import BiEncoder
-
         manifest = read_manifest(manifest) if not isinstance(manifest, dict) else manifest
         encoder = encoder or BiEncoder()
         if encoder_fingerprint(encoder) != manifest["fingerprint"]:

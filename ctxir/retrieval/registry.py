@@ -1,4 +1,4 @@
-"""The first-stage registry: one ``FirstStageKind`` per first stage (no torch import: read before models load).
+"""The first-stage registry: one ``FirstStageKind`` per first stage.
 
 >>> list(FIRST_STAGES), FIRST_STAGES["hybrid"].fuses
 (['bm25', 'dense', 'hybrid'], True)
@@ -12,15 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ctxir import kinds
 from ctxir.checks import LiveChoices, check_choice
 from ctxir.retrieval.fusion import DEFAULT_RRF_K
+from ctxir.retrieval.retrievers import BM25Retriever, DenseRetriever, HybridRetriever, Retriever
 from ctxir.types import CtxirError
-
-if TYPE_CHECKING:
-    from ctxir.retrieval.retrievers import BM25Retriever, DenseRetriever, Retriever
 
 
 @dataclass(frozen=True)
@@ -53,8 +51,6 @@ class StageParts:
         return self.built[key]
 
     def bm25(self) -> BM25Retriever:
-        from ctxir.retrieval.retrievers import BM25Retriever
-
         return self.part(
             "bm25",
             lambda: BM25Retriever(self.corpus, show_progress=self.show_progress, **(self.bm25_options or {})),
@@ -62,8 +58,6 @@ class StageParts:
 
     def dense(self, i: int = 0) -> DenseRetriever:
         """The dense retriever of the ``i``-th bi-encoder."""
-        from ctxir.retrieval.retrievers import DenseRetriever
-
         return self.part(
             ("dense", i),
             lambda: DenseRetriever(
@@ -95,8 +89,6 @@ class FirstStageKind:
 
 
 def _build_hybrid(parts: StageParts) -> Retriever:
-    from ctxir.retrieval.retrievers import HybridRetriever
-
     dense = [parts.dense(i) for i in range(len(parts.encoders))]
     return HybridRetriever([parts.bm25(), *dense], **asdict(parts.hybrid))  # fusion, k, weights, depth
 

@@ -29,6 +29,7 @@ from ctxir.files import (
     temporary_prefix,
     write_json,
 )
+from ctxir.retrieval.ann import AnnIndex
 from ctxir.retrieval.fusion import FUSIONS, check_weights, fuse
 from ctxir.types import Corpus, CtxirError, Hit, Queries, doc_text
 
@@ -272,8 +273,6 @@ class DenseRetriever(Retriever):
             self.index_kind = "ann" if len(self.doc_ids) >= self.auto_threshold else "exact"
         self.ann = None
         if self.index_kind == "ann":
-            from ctxir.retrieval.ann import AnnIndex
-
             # a bar when asked, or unasked from 100k documents up (a build there takes tens of seconds to minutes)
             show = bool(show_progress) if show_progress is not None else len(self.doc_ids) >= 100_000
             if self.ann_path is None:  # no cache (e.g. an upload): built in memory for this corpus only
