@@ -384,15 +384,15 @@ def run_app(args: AppBenchArgs, argv: list[str] | None = None) -> dict:
         "first_view_s": round(first_view_s, 1) if first_view_s is not None else None,
         "first_view_values": sum(map(answered, shown.values())),
     }
+    view = (
+        ", and in this process of the view (in_process_view_p50_ms) and the whole callback"
+        if args.in_process
+        else ""
+    )
     timing = (
         "wall time per call of gradio_client.Client.predict (p50_ms, p95_ms), of the HTTP API as curl calls it, "
-        "as a new session (http_p50_ms) and in one kept session (http_session_p50_ms)"
-        + (
-            ", and in this process of the view (in_process_view_p50_ms) and the whole callback"
-            if args.in_process
-            else ""
-        )
-        + f"; one call at a time, {args.warmup} warm-up then {args.repeats} timed, queries rotating"
+        f"as a new session (http_p50_ms) and in one kept session (http_session_p50_ms){view}; "
+        f"one call at a time, {args.warmup} warm-up then {args.repeats} timed, queries rotating"
     )
     return finish("app", format_app, args, argv, load_before, started, results, data=data, timing=timing)
 

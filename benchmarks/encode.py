@@ -381,31 +381,27 @@ def run_encode(args: EncodeArgs, argv: list[str] | None = None) -> dict:
 # ---------------------------------------------------------------- table, figure and the report's paragraph
 
 
+COLUMNS = (
+    ("texts_per_s", "{:.1f}"), ("tokens_per_s", "{:,}"), ("speedup_vs_st", "{:.2f}"), ("cpu_speedup_vs_st", "{:.2f}"),
+    ("gflops", "{:.1f}"), ("share_of_sgemm_peak", "{:.0%}"), ("max_length", "{}"), ("ndcg_at_10", "{:.4f}"),
+    ("ndcg_loss_vs_st", "{:+.4f}"),
+)  # fmt: skip
+
+
 def format_encode(record: dict) -> str:
     results = record["results"]
     for name, row in results.items():  # older records get the CPU-time ratio from cpu_s
         add_speedups(row, results["st"])
         if name not in ("st", "ctxir"):
             row["ships"], row["decision"] = ship_decision(row)
+    rows = [
+        [name, *(cell(r.get(k), f) for k, f in COLUMNS), shown_decision(name, r)]
+        for name, r in results.items()
+    ]
     return markdown_table(
         "variant | texts/s | tokens/s | × st (wall) | × st (CPU s) | GFLOP/s | of sgemm peak | max len | nDCG@10 | "
         "loss vs st | decision",
-        [
-            [
-                name,
-                cell(r["texts_per_s"], "{:.1f}"),
-                cell(r["tokens_per_s"], "{:,}"),
-                cell(r["speedup_vs_st"], "{:.2f}"),
-                cell(r.get("cpu_speedup_vs_st"), "{:.2f}"),
-                cell(r["gflops"], "{:.1f}"),
-                cell(r["share_of_sgemm_peak"], "{:.0%}"),
-                str(r["max_length"]),
-                cell(r.get("ndcg_at_10"), "{:.4f}"),
-                cell(r.get("ndcg_loss_vs_st"), "{:+.4f}"),
-                shown_decision(name, r),
-            ]
-            for name, r in results.items()
-        ],
+        rows,
     )
 
 

@@ -108,15 +108,12 @@ def run(args: BenchmarkArgs, argv: list[str] | None = None) -> dict:
     bi, cross, tokenizer, cls_lr = load_models(str(path))
     query, document = make_pair(tokenizer, args.tokens)
     n_steps = args.n_steps or DEFAULT_IG_STEPS
+    attended = {"cross_encoder": cross, "attention": True}
     configs = {
         "bi-encoder": {},
         "bi-encoder + cross-encoder": {"cross_encoder": cross, "attention": False},
-        "bi-encoder + cross-encoder + attention": {"cross_encoder": cross, "attention": True},
-        "bi-encoder + cross-encoder + CLS-LR + attention": {
-            "cross_encoder": cross,
-            "cls_lr": cls_lr,
-            "attention": True,
-        },
+        "bi-encoder + cross-encoder + attention": attended,
+        "bi-encoder + cross-encoder + CLS-LR + attention": {**attended, "cls_lr": cls_lr},
     }
     report = {
         "command": command_line("explain", argv),

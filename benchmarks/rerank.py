@@ -55,26 +55,19 @@ class RerankArgs:
 
 
 def time_candidates(
-    reranker,
-    corpus: dict,
-    queries: dict,
-    qids: list[str],
-    hits: dict,
-    sizes: list[int],
-    args: RerankArgs,
-    plain=None,
+    reranker, queries: dict, candidates: dict, sizes: list[int], args: RerankArgs, plain=None
 ) -> dict:
-    """score_pairs(query, n candidates) timed for every n, interleaved per query: per n the passes' p50/p95 and
-    the mean tokens of an input; ``plain``: a sentence-transformers CrossEncoder timed on the same pairs."""
+    """score_pairs(query, its first n ``candidates``) timed for every n, interleaved per query: per n the passes'
+    p50/p95 and the mean tokens of an input; ``plain``: a sentence-transformers CrossEncoder on the same pairs."""
     tokenizer = reranker.model.tokenizer
     passages = getattr(reranker, "passages", None)  # a window-reading model scores every window of a text
     results: dict = {str(n): {"passes": [], "tokens": [], "windows": [], "st_passes": []} for n in sizes}
     for repeat in range(args.repeats):
         times: dict[int, list[float]] = {n: [] for n in sizes}
         st_times: dict[int, list[float]] = {n: [] for n in sizes}
-        for position, q in enumerate(qids):
+        for position, q in enumerate(candidates):
             for n in sizes:
-                texts = [doc_text(corpus[h.doc_id]) for h in hits[q][:n]]
+                texts = candidates[q][:n]
                 start = time.perf_counter()
                 reranker.score_pairs(queries[q], texts)
                 took = time.perf_counter() - start
@@ -172,7 +165,8 @@ def run_rerank(args: RerankArgs, argv: list[str] | None = None) -> dict:
     rng = np.random.default_rng(args.seed)
     qids = [list(queries)[i] for i in rng.permutation(len(queries))[: args.num_queries + args.warmup]]
     hits = BM25Retriever(corpus).search({q: queries[q] for q in qids}, max(sizes))
-    results = time_candidates(reranker, corpus, queries, qids, hits, sizes, args, plain)
+    candidates = {q: [doc_text(corpus[h.doc_id]) for h in hits[q]] for q in qids}
+    results = time_candidates(reranker, queries, candidates, sizes, args, plain)
     peak, weights = add_compute_bound(results, reranker, threads)
     data = {
         "sgemm": peak,

@@ -129,19 +129,10 @@ def run_train(args: TrainArgs, argv: list[str] | None = None) -> dict:
 
 
 def format_train(record: dict) -> str:
-    return markdown_table(
-        ["max length", "batch", "pairs/s", "tokens/s", "step s"],
-        [
-            [
-                str(r["max_length"]),
-                str(r["batch_size"]),
-                cell(r["pairs_per_s"], "{:.1f}"),
-                cell(r["tokens_per_s"], "{:,}"),
-                cell(r["step_s"], "{:.2f}"),
-            ]
-            for r in record["results"].values()
-        ],
-    )
+    columns = (("max_length", "{}"), ("batch_size", "{}"), ("pairs_per_s", "{:.1f}"), ("tokens_per_s", "{:,}"),
+               ("step_s", "{:.2f}"))  # fmt: skip
+    rows = [[cell(r[k], f) for k, f in columns] for r in record["results"].values()]
+    return markdown_table(["max length", "batch", "pairs/s", "tokens/s", "step s"], rows)
 
 
 def plot_train(records: list[dict], path: str) -> None:

@@ -116,31 +116,19 @@ def measure(data: Path = DATA, max_queries: int = 0) -> dict:
         }
         scored = run_as_hub_user(folders, job, root / "user")
     bm25 = evaluate_run(qrels, bm25_run).aggregate["nDCG@10"]
-    models = {}
+    models, scifact = {}, {"dataset": "scifact", "split": "test"}
     for repo_id, task in tasks.items():
         if task == "sts":
             value = spearmanr(scored[repo_id], [g for _, _, g in sts]).statistic
             models[repo_id] = {"dataset": "stsb", "split": "test", "metric": "spearman", "pairs": len(sts)}
         else:
             value = evaluate_run(qrels, scored[repo_id]).aggregate["nDCG@10"]
-            models[repo_id] = {
-                "dataset": "scifact",
-                "split": "test",
-                "metric": "nDCG@10",
-                "queries": len(queries),
-                "first_stage": "bm25",
-                "depth": DEPTH,
-                "before": round(float(bm25), 4),
-            }
+            models[repo_id] = {**scifact, "metric": "nDCG@10", "queries": len(queries), "first_stage": "bm25"}
+            models[repo_id].update(depth=DEPTH, before=round(float(bm25), 4))
         models[repo_id].update(task=task, value=round(float(value), 4), protocol=PROTOCOL[task])
     return {
         "command": "python scripts/hub_user_figures.py",
-        "bm25": {
-            "dataset": "scifact",
-            "split": "test",
-            "nDCG@10": round(float(bm25), 4),
-            "queries": len(queries),
-        },
+        "bm25": {**scifact, "nDCG@10": round(float(bm25), 4), "queries": len(queries)},
         "models": models,
     }
 
