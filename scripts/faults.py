@@ -12,8 +12,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import logging.handlers
 import os
 import shutil
 import subprocess
@@ -30,29 +32,21 @@ from ctxir.kinds import CLS_LR, CROSS_ENCODER  # noqa: E402
 from scripts.fault_harness import each_failure, snapshot, stopped, tiny_bert  # noqa: E402
 
 
-class Said(logging.Handler):
-    """The warnings ctxir logs during a scenario, counted instead of printed."""
+@contextlib.contextmanager
+def said():
+    """The warnings ctxir logs during a scenario (records, from ``said once`` afresh), counted instead of printed."""
+    from ctxir import files
 
-    def __init__(self):
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record):
-        self.messages.append(record.getMessage())
-
-    def __enter__(self):
-        from ctxir import files
-
-        files._warned.clear()  # "said once" counts from here
-        logger = logging.getLogger("ctxir")
-        logger.addHandler(self)
-        self._propagate, logger.propagate = logger.propagate, False
-        return self
-
-    def __exit__(self, *exc):
-        logger = logging.getLogger("ctxir")
-        logger.removeHandler(self)
-        logger.propagate = self._propagate
+    files._warned.clear()
+    handler, logger = logging.handlers.BufferingHandler(10**6), logging.getLogger("ctxir")
+    handler.setLevel(logging.WARNING)
+    logger.addHandler(handler)
+    propagate, logger.propagate = logger.propagate, False
+    try:
+        yield handler.buffer
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
 
 
 def dens(count: int, titled: bool = False) -> dict:
@@ -121,9 +115,9 @@ def embedding_cache(folder: Path, forever: bool) -> int:
         cache.put(key, new)  # never raises: the caller has its embeddings
         return cache.get(key)
 
-    with Said() as said:
+    with said() as records:
         tried = each_failure(operation, check, folder, forever)
-    told = [m for m in said.messages if "embeddings not cached" in m]
+    told = [r.getMessage() for r in records if "embeddings not cached" in r.getMessage()]
     assert len(told) == 1 and "no space left on the disk holding" in told[0], told  # once, however often
     return tried
 
@@ -142,9 +136,9 @@ def bm25_cache(folder: Path, forever: bool) -> int:
         else:
             assert BM25Retriever(corpus, cache=cached).cache_status == "loaded"
 
-    with Said() as said:
+    with said() as records:
         tried = each_failure(lambda: BM25Retriever(corpus, cache=cached), check, folder, forever)
-    assert tried == 0 or any("the BM25 index not cached" in m for m in said.messages)
+    assert tried == 0 or any("the BM25 index not cached" in r.getMessage() for r in records)
     return tried
 
 
@@ -197,10 +191,7 @@ def failure_report(folder: Path, forever: bool) -> int:
 
 
 def app_outputs(folder: Path, forever: bool) -> int:
-    """The app's output folder (HTML page, PNG figure, plotly.js): a request that meets a full disk is refused, its
-    file never half-written; the files served before are untouched."""
-    import tempfile as tempfiles
-
+    """The app's output folder (HTML, PNG, plotly.js): a full disk refuses the request, never half-writes a file."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -209,11 +200,11 @@ def app_outputs(folder: Path, forever: bool) -> int:
 
     from ctxir.app.outputs import Outputs
 
-    real, tempfiles.tempdir = tempfiles.tempdir, str(folder)
+    real, tempfile.tempdir = tempfile.tempdir, str(folder)
     try:
         outputs = Outputs()
     finally:
-        tempfiles.tempdir = real
+        tempfile.tempdir = real
     first = Path(outputs.html("<html>served before</html>", "page"))
     fig = Figure(figsize=(2, 2))
     fig.add_subplot().plot([0, 1, 2], [1, 0, 1])
@@ -275,8 +266,7 @@ def hub_staging(folder: Path, forever: bool) -> int:
 
 
 def ship(folder: Path, forever: bool) -> int:
-    """``python training/ship.py`` over the package folder's previous models (a LoRA cross-encoder over the packaged
-    MiniLM and a CLS-LR ranker): assembled beside them, swapped in only when whole."""
+    """``training/ship.py`` over the package folder's previous models: assembled beside them, swapped in whole."""
     import pytest
     import torch
     from peft import LoraConfig
@@ -337,8 +327,7 @@ def ship(folder: Path, forever: bool) -> int:
 
 
 def onnx_files(folder: Path, forever: bool) -> int:
-    """The ONNX exports of ``--backend onnx-int8`` (float32, then int8, each with its sha256): what is left is whole
-    and checked, and the next run completes."""
+    """The ONNX exports of ``--backend onnx-int8``: what is left is whole and checked; the next run completes."""
     from sentence_transformers import SentenceTransformer
 
     from ctxir.encoders import onnx_export
@@ -358,8 +347,7 @@ def onnx_files(folder: Path, forever: bool) -> int:
 
 
 def training_checkpoints(folder: Path, forever: bool) -> int:
-    """A Trainer's checkpoint (tiny BERT, 2 steps past checkpoint-2): the half-saved one is removed, the message says
-    to resume, checkpoint-2 is intact and ``--resume last`` takes it. Only writes into the checkpoints fail."""
+    """A Trainer's checkpoint: the half-saved one is removed, checkpoint-2 is intact and ``--resume last`` takes it."""
     from datasets import Dataset
     from sentence_transformers import (
         SentenceTransformer,
@@ -439,8 +427,7 @@ def classify_sample(folder: Path, forever: bool) -> int:
 
 
 def _in_process_shards(job, todo, result) -> None:
-    """``sharded._encode_shards`` without Ray: the same actor, here, one shard after another (the faults are patched
-    into this process only)."""
+    """``sharded._encode_shards`` without Ray (the faults are patched into this process only)."""
     from ctxir.encoders import sharded
 
     s = job.settings
@@ -456,8 +443,7 @@ def _in_process_shards(job, todo, result) -> None:
 
 
 def sharded_encoding(folder: Path, forever: bool) -> int:
-    """``encode_sharded``: a full disk stops the run naming the folder; every shard with its .json is whole; the next
-    run skips those, and its manifest reads back the vectors a single encode gives."""
+    """``encode_sharded``: every shard with its .json is whole; the next run skips those and reads back the vectors."""
     import pytest
 
     from ctxir.encoders import BiEncoder, sharded
@@ -494,8 +480,7 @@ def sharded_encoding(folder: Path, forever: bool) -> int:
 
 
 def cls_lr_save(folder: Path, forever: bool) -> int:
-    """``ClsLrRanker.save`` over an earlier ranker: each of its two files is the old or the whole new one, so the
-    folder still loads; the next save loads back as the new ranker."""
+    """``ClsLrRanker.save`` over an earlier ranker: each of its two files is the old or the whole new one."""
     from ctxir.rerank import ClsLrRanker
 
     base = str(tiny_bert(folder / "model"))
@@ -527,9 +512,7 @@ def cls_lr_save(folder: Path, forever: bool) -> int:
 
 
 def head_save(folder: Path, forever: bool) -> int:
-    """A cross-encoder of the shipped shape (``save_cross_encoder``) saved over an earlier one: the loader refuses
-    what a full disk leaves or loads a model that scores as the earlier or the new one, never a mix. Sampled over
-    the whole save; always every point of the head's own writes (the torn head)."""
+    """``save_cross_encoder`` over an earlier one: what is left is refused or scores as the earlier or the new one."""
     import torch
     from sentence_transformers import CrossEncoder
 
@@ -800,10 +783,8 @@ def fuzz_files(kind: str, folder: Path) -> None:
         path = int8_model(model, folder / "onnx", progress=False)
         np.save(folder / "expected.npy", OnnxEncoder(path, model, "mean", threads=1).encode(texts))
         (folder / "texts.json").write_text(json.dumps(texts))
-    elif kind == "report JSON":
-        otter_report(
-            folder / "report" / "report.html", 8, 4, 5
-        )  # and report.json beside it: what a visitor uploads
+    elif kind == "report JSON":  # and report.json beside it: what a visitor uploads
+        otter_report(folder / "report" / "report.html", 8, 4, 5)
     else:  # a shipped-format model folder: what training/ship.py and `ctxir hub stage` write, checksums.json last
         from ctxir import kinds
         from ctxir.files import write_checksums
@@ -829,8 +810,7 @@ def fuzz_files(kind: str, folder: Path) -> None:
 
 
 def fuzz_many(kinds: list[str], folder: Path, count: int) -> dict[str, dict]:
-    """{kind: {outcome: mutants}} of ``count`` mutants of each of ``kinds``, loaded in one subprocess; a crash, a
-    hang or a wrong result raises AssertionError."""
+    """{kind: {outcome: mutants}} of ``count`` mutants of each of ``kinds``, loaded in one subprocess."""
     for kind in kinds:  # each kind's files in a folder named as the script above names it
         (folder / kind.replace(" ", "-")).mkdir(parents=True, exist_ok=True)
         fuzz_files(kind, folder / kind.replace(" ", "-"))
@@ -872,7 +852,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sites, kinds = args.site or list(WRITE_SITES), args.kind or list(FILE_KINDS)
     rows = ["| write site | fault | failure points tried | outcome |", "|---|---|---:|---|"]
-    with tempfile.TemporaryDirectory() as scratch, Said():  # the scenarios' warnings are counted, not printed
+    with tempfile.TemporaryDirectory() as scratch, said():  # the scenarios' warnings are counted, not printed
         for site in sites:
             for forever in (False, True):
                 folder = Path(tempfile.mkdtemp(dir=scratch))
