@@ -30,6 +30,7 @@ from ctxir.checks import check_choice
 from ctxir.cli import flag
 from ctxir.data import load_beir
 from ctxir.encoders import weights_fingerprint
+from ctxir.encoders.lengths import set_max_length
 from ctxir.encoders.models import (
     DEFAULT_BI_ENCODER,
     load_cross_encoder,
@@ -167,9 +168,7 @@ def run(args: ClsLrArgs) -> dict:
         torch.manual_seed(args.seed)
         device = pick_device(args.device)
         cross_encoder = load_cross_encoder(base_path, device)
-        positions = getattr(cross_encoder.model.config, "max_position_embeddings", 512)
-        max_length = min(args.max_length or cross_encoder.max_seq_length or positions, positions)
-        cross_encoder.max_seq_length = max_length
+        max_length = set_max_length(cross_encoder, args.max_length, name="--max-length")  # the library's rule
         features = cls_lr.FeatureCache(
             args.cache_dir, weights_fingerprint(cross_encoder), args.layer, max_length
         )
