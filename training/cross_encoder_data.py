@@ -60,8 +60,7 @@ def build_stsb(data_dir: str, max_samples: int, seed: int, batch_size: int) -> T
 
 
 def build_pair_scorer_data(args) -> TaskData:
-    """The pair scorer's data (``args``: its PairScorerArgs): STS-B (+ --extra-train SICK or silver pairs, + each
-    pair swapped with --both-orders); the dev evaluator scores as --pair-orders says."""
+    """The pair scorer's data: STS-B (+ --extra-train pairs, + each pair swapped with --both-orders)."""
     from datasets import Dataset, concatenate_datasets
 
     from ctxir.data import load_sick
@@ -89,8 +88,7 @@ def build_pair_scorer_data(args) -> TaskData:
 
 
 def earlier_training_data(folder: Path, datasets: list[dict]) -> list[dict]:
-    """The training data of the model in ``folder`` (its metrics.json) not in ``datasets``, marked "stage": "earlier"
-    so the card lists them and their licences."""
+    """The training data of the model in ``folder`` not in ``datasets``, marked "stage": "earlier" for the card."""
     seen = {(d["name"], d["split"]) for d in datasets if d["role"] == "train"}
     earlier = [
         d for d in (read_json(folder / "metrics.json") or {}).get("datasets", []) if d.get("role") == "train"
@@ -99,8 +97,7 @@ def earlier_training_data(folder: Path, datasets: list[dict]) -> list[dict]:
 
 
 class PairCorrelationEvaluator(CrossEncoderCorrelationEvaluator):
-    """sentence-transformers' Pearson/Spearman evaluator, scoring each pair as ctxir does once the model is saved:
-    ``both_orders`` = the mean of (a, b) and (b, a) (``ctxir.rerank.rankers.pair_scores``, pair_orders.json)."""
+    """sentence-transformers' Pearson/Spearman evaluator, each pair scored as ctxir does (``pair_scores``)."""
 
     def __init__(self, *args, both_orders: bool = False, **kwargs):
         super().__init__(*args, write_csv=False, **kwargs)
@@ -208,9 +205,8 @@ def dense_negatives(corpus, queries, positives, model_name: str, num: int, devic
 
 
 def hybrid_teacher(corpus, queries: dict, bm25, model_name: str, depth: int, scale: float, device: str):
-    """grade(qid, doc_id) = ``scale`` · (z(BM25) + z(cosine of ``model_name``)), each z-scored over the query's BM25
-    top ``depth``; NaN for a query with fewer than two BM25 hits (its group is dropped: a NaN label makes every
-    weight NaN)."""
+    """grade(qid, doc_id) = ``scale`` · (z(BM25) + z(cosine of ``model_name``)), z-scored over the query's BM25 top
+    ``depth``; NaN for a query with fewer than two BM25 hits (its group is dropped: NaN labels poison the weights)."""
     from ctxir.encoders import BiEncoder
 
     hits = bm25.search(queries, max(depth, 200))
@@ -280,8 +276,7 @@ def _words(text: str) -> list[str]:
 
 
 def resampled_groups(groups: list, pools: dict, rounds: int, num: int, pool_size: int, seed: int) -> list:
-    """``rounds`` (query, positives, negatives) groups per claim, each with ``num`` negatives drawn from the top
-    ``pool_size`` of its pool (seeded); a prefixed query (title, --general question) goes to one round only."""
+    """``rounds`` groups per claim (per title or --general query: one), ``num`` negatives each from its pool."""
     rng = random.Random(seed)
     claims, others = [g for g in groups if ":" not in g[0]], [g for g in groups if ":" in g[0]]
     out = []
@@ -294,8 +289,7 @@ def resampled_groups(groups: list, pools: dict, rounds: int, num: int, pool_size
 
 
 def build_scifact(args, device: str) -> TaskData:
-    """SciFact's training claims and title pseudo-queries with hard negatives (+ --general questions), the dev
-    evaluator on held-out claims, and the test claims (``args``: the CrossEncoderArgs)."""
+    """SciFact's training claims with hard negatives (+ pseudo-queries, --general), the dev evaluator, the test."""
     from ctxir.data import load_beir
     from ctxir.data.general import load_general
     from ctxir.retrieval import BM25Retriever
@@ -451,8 +445,7 @@ def reranking_evaluator(rows: list[tuple], name: str, batch_size: int) -> CrossE
 
 
 class NdcgEvaluator(BaseEvaluator):
-    """An evaluator (what the Trainer takes) whose metrics are ``score(model, output_path, epoch, steps)`` and whose
-    primary metric is ``<name>_ndcg@10``."""
+    """An evaluator whose metrics are ``score(model, output_path, epoch, steps)``, primary ``<name>_ndcg@10``."""
 
     def __init__(self, name: str, score):
         super().__init__()
@@ -465,8 +458,7 @@ class NdcgEvaluator(BaseEvaluator):
 
 
 def maxp_evaluator(queries: dict, hits: dict, corpus: dict, qrels: dict, batch_size: int) -> NdcgEvaluator:
-    """The dev evaluator of a --train-passages best model: nDCG@10 of re-ranking the held-out claims' candidates,
-    each document scored by its best window; metric names as CrossEncoderRerankingEvaluator's."""
+    """The --train-passages best dev evaluator: nDCG@10 of the held-out claims, each document by its best window."""
     from ctxir.evaluation import evaluate_run
     from ctxir.rerank import CrossEncoderReranker
 
