@@ -182,10 +182,8 @@ def run(args: CrossEncoderArgs) -> dict:
             weight = torch.tensor(pos_weight) if pos_weight else None
             loss = losses.BinaryCrossEntropyLoss(model, pos_weight=weight)
         else:
-            loss = {"mse": losses.MSELoss, "lambda": losses.LambdaLoss, "listnet": losses.ListNetLoss}[
-                args.loss
-            ]
-            loss = loss(model)
+            named = {"mse": losses.MSELoss, "lambda": losses.LambdaLoss, "listnet": losses.ListNetLoss}
+            loss = named[args.loss](model)
         # 4. the evaluators: the dev one during training, and the starting model's scores
         batch, depth = args.per_device_train_batch_size, args.rerank_depth
         before = evaluate(model, data.test, batch, depth, args.train_passages)[0] if args.eval_before else {}

@@ -187,10 +187,8 @@ def run(args: PairScorerArgs) -> dict:
         data = build_pair_scorer_data(args)
         print(f"training rows: {len(data.train)}, columns {data.train.column_names}")
         # 3. the loss on the raw score (activation Identity): BCE's logits are the raw score too
-        loss = {"mse": losses.MSELoss, "bce": losses.BinaryCrossEntropyLoss, "cosent": CoSENTPairLoss}[
-            args.loss
-        ]
-        loss = loss(model)
+        named = {"mse": losses.MSELoss, "bce": losses.BinaryCrossEntropyLoss, "cosent": CoSENTPairLoss}
+        loss = named[args.loss](model)
         # 4. evaluator: the dev one during training, and the starting model's scores
         both, batch = args.pair_orders == "both", args.per_device_train_batch_size
         before = sts_test(model, data.test["sts"], batch, both) if args.eval_before else {}
