@@ -72,7 +72,7 @@ def general_entries(data_dir: str | os.PathLike, record: dict) -> list[dict]:
 def evaluation_row(
     dataset: str, split: str, task: str, metric: str, before: float | None, after: float, **more
 ) -> dict:
-    """One metrics.json "evaluations" row (EVALUATION_KEYS); ``more``: anchor, anchor_name, config."""
+    """One metrics.json "evaluations" row (metrics_file.REQUIRED_EVAL); ``more``: anchor, anchor_name, config."""
     row = {"dataset": dataset, "split": split, "task": task, "metric": metric}
     row.update(before=None if before is None else round(float(before), 4), after=round(float(after), 4))
     return {**row, "anchor": None, "anchor_name": None, "config": "", **more}
