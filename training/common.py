@@ -1,4 +1,4 @@
-"""Shared pieces of the training scripts: metrics.json rows, machine info, logs, checks, data paths, arguments."""
+"""Shared pieces of the training scripts: metrics.json rows, logs, checks, data paths, arguments."""
 
 from __future__ import annotations
 
