@@ -204,7 +204,13 @@ class BiEncoder:
             raise CtxirError(f"pooling {pooling!r} is not known: use one of {', '.join(POOLINGS)}")
         config = getattr(getattr(self.model[0], "auto_model", None), "config", None)
         self.num_layers = int(getattr(config, "num_hidden_layers", 0) or 0)
-        self.layer = self._check_layer(layer)
+        last = layer is None or layer == -1 or layer == self.num_layers
+        if not last and not 0 <= layer < self.num_layers:
+            raise CtxirError(
+                f"layer {layer!r} is out of range: this model has layers 0 (embeddings) to "
+                f"{self.num_layers} (last); use -1 for the last"
+            )
+        self.layer = -1 if last else layer
         self.batch_size = batch_size
         self.cache = EmbeddingCache() if cache is True else (cache or None)
         self.backend = backend
@@ -214,16 +220,6 @@ class BiEncoder:
         if backend == "onnx-int8":
             self._check_onnx(pooling, layer)
         self._encoder = self._build_encoder()
-
-    def _check_layer(self, layer: int | None) -> int:
-        if layer is None or layer == -1 or layer == self.num_layers:
-            return -1
-        if not 0 <= layer < self.num_layers:
-            raise CtxirError(
-                f"layer {layer!r} is out of range: this model has layers 0 (embeddings) to "
-                f"{self.num_layers} (last); use -1 for the last"
-            )
-        return layer
 
     def _check_onnx(self, pooling: str | None, layer: int | None) -> None:
         from ctxir.encoders.onnx_export import require

@@ -63,7 +63,7 @@ DEFAULT_CROSS_ENCODER = (
     SHIPPED_CROSS_ENCODER if SHIPPED_MODELS[SHIPPED_CROSS_ENCODER].is_dir() else MS_MARCO_CROSS_ENCODER
 )
 DEFAULT_CLS_LR = SHIPPED_CLS_LR if SHIPPED_MODELS[SHIPPED_CLS_LR].is_dir() else ""
-_PACKAGED_ALIASES = {DEFAULT_BI_ENCODER, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
+_PACKAGED_ALIASES = {DEFAULT_BI_ENCODER, "all-MiniLM-L6-v2"}
 # only what the standard loaders read, not ONNX/OpenVINO/TF/Flax copies
 _ALLOW_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.model", "*.md", "tokenizer*", "*.npz"]
 DEVICES = ("auto", "cpu", "cuda", "mps")

@@ -63,6 +63,10 @@ class _Session:
         self.run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
         self.inputs = {i.name for i in self.session.get_inputs()}
 
+    def feed(self, features: dict) -> dict[str, np.ndarray]:
+        """The model's tokenised ``features`` the graph reads, as int64 arrays."""
+        return {k: np.asarray(v.cpu(), dtype=np.int64) for k, v in features.items() if k in self.inputs}
+
 
 class OnnxEncoder(_Session):
     """A SentenceTransformer's transformer in ONNX Runtime, pooled and normalised in torch, batched by length as
@@ -80,15 +84,6 @@ class OnnxEncoder(_Session):
         super().__init__(path, threads)
         self.model, self.pooling, self.batch_size = model, pooling, batch_size
         self.include_prompt = include_prompt
-
-    def features(self, texts: Sequence[str], prompt: str = "") -> dict[str, np.ndarray]:
-        """The model's own tokenisation (``prompt`` before each text) as int64 arrays for the graph."""
-        batch = self.model.preprocess(list(texts), prompt=prompt or None)
-        return {
-            k: np.asarray(v.cpu().numpy() if hasattr(v, "cpu") else v, dtype=np.int64)
-            for k, v in batch.items()
-            if k in self.inputs
-        }
 
     @staticmethod
     def runs(feats: dict[str, np.ndarray], tokens_per_run: int | None = None) -> list[dict[str, np.ndarray]]:
@@ -126,7 +121,8 @@ class OnnxEncoder(_Session):
 
             starts = tqdm(starts, desc="Batches (onnx-int8)")
         for begin in starts:
-            feats = self.features([texts[i] for i in order[begin : begin + self.batch_size]], prompt)
+            batch = [texts[i] for i in order[begin : begin + self.batch_size]]
+            feats = self.feed(self.model.preprocess(batch, prompt=prompt or None))
             for run in self.runs(feats):
                 hidden = self.session.run(None, run, self.run_options)[0]  # (rows, tokens, hidden)
                 mask = torch.from_numpy(run["attention_mask"])
@@ -236,10 +232,9 @@ class OnnxCrossEncoder(_Session):
         with torch.inference_mode():
             for begin in range(0, len(pairs), batch_size):
                 features = model.preprocess([pairs[i] for i in order[begin : begin + batch_size]])
-                feed = {
-                    k: np.asarray(v.numpy(), dtype=np.int64) for k, v in features.items() if k in self.inputs
-                }
-                hidden = self.session.run(None, feed, self.run_options)[0]  # (rows, tokens, hidden)
+                hidden = self.session.run(None, self.feed(features), self.run_options)[
+                    0
+                ]  # (rows, tokens, hidden)
                 features["token_embeddings"] = torch.from_numpy(hidden)
                 for module in list(model)[1:]:
                     features = module(features)

@@ -66,17 +66,12 @@ def pair_integrated_gradients(
             return attributions.sum(-1)[0], float(delta[0])  # (1, tokens, hidden) → (tokens,)
 
         token_scores, report = adaptive_steps(attribute, value - baseline_value, n_steps, max_steps)
-    ids = input_ids[0].tolist()
-    sequence_b = (
-        enc["token_type_ids"][0].tolist().index(1)
-        if "token_type_ids" in enc and 1 in enc["token_type_ids"][0].tolist()
-        else None
-    )
+    types = enc["token_type_ids"][0].tolist() if "token_type_ids" in enc else []
     return {
         "score": value,
         "baseline_score": baseline_value,
-        "tokens": tokenizer.convert_ids_to_tokens(ids),
-        "sentence_b_start": sequence_b,  # index of the document's first token
+        "tokens": tokenizer.convert_ids_to_tokens(input_ids[0].tolist()),
+        "sentence_b_start": types.index(1) if 1 in types else None,  # index of the document's first token
         "attributions": token_scores.tolist(),  # (tokens,), summed over the hidden dimension
         "baseline": baseline,
         **report,
