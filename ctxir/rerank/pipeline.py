@@ -123,15 +123,7 @@ def mode_fusion(
     reranker: Reranker | None, mode: str = "fused", first_stage: str | None = None
 ) -> StageFusion | None:
     """A Pipeline's ``fusion`` in re-rank ``mode``: "fused" by the re-ranker's ``stage_fusion`` (for ``first_stage``),
-    "alone" None; None without a re-ranker.
-
-    >>> class Constant(Reranker):
-    ...     def score_pairs(self, query, texts):
-    ...         return [0.0] * len(texts)
-    >>> mode_fusion(None), mode_fusion(Constant(), "alone"), mode_fusion(Constant()).describe()
-    (None, None, 'RRF k=60, weights 1:1 (first stage : re-ranker)')
-    """
-
+    "alone" None; None without a re-ranker."""
     check_choice(mode, "re-rank mode", RERANK_MODES)
     if reranker is None or mode == "alone":
         return None
@@ -161,13 +153,7 @@ def build_first_stages(
     show_progress: bool = False,
 ) -> dict[str, Retriever]:
     """``{kind: retriever}`` for each of ``kinds`` over ``corpus``, parts built once and shared ("hybrid" fuses
-    the BM25 and dense retrievers returned beside it; one dense retriever per bi-encoder in ``encoders``).
-
-    >>> corpus = {"a": {"title": "", "text": "otters in the river"}, "b": {"title": "", "text": "bank loans"}}
-    >>> [h.doc_id for h in build_first_stages(corpus, ["bm25"])["bm25"].query("river otters")]
-    ['a']
-    """
-
+    the BM25 and dense retrievers returned beside it; one dense retriever per bi-encoder in ``encoders``)."""
     hybrid = hybrid or HybridSettings()
     stages = [get_first_stage(kind) for kind in kinds]
     needing = [stage.name for stage in stages if stage.uses_bi_encoder]

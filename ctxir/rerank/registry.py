@@ -1,8 +1,4 @@
-"""The re-ranker registry: one ``RerankerKind`` per kind, read by everything that offers, loads or scores one.
-
->>> list(RERANKERS)
-['cross-encoder', 'cls-lr', 'sts-cross-encoder']
-"""
+"""The re-ranker registry: one ``RerankerKind`` per kind, read by everything that offers, loads or scores one."""
 
 from __future__ import annotations
 
@@ -259,11 +255,7 @@ def register_reranker(kind: RerankerKind) -> RerankerKind:
 
 
 def search_rerankers(kinds) -> list[str]:
-    """Of ``kinds`` (names), those that score relevance: what a search may be re-ranked with.
-
-    >>> search_rerankers(["cross-encoder", "cls-lr", "sts-cross-encoder"])
-    ['cross-encoder', 'cls-lr']
-    """
+    """Of ``kinds`` (names), those that score relevance: what a search may be re-ranked with."""
     return [k for k in kinds if k in RERANKERS and RERANKERS[k].scores == "relevance"]
 
 

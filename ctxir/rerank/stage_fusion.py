@@ -51,11 +51,6 @@ class StageFusion:
     >>> fusion = StageFusion("rrf", (1.5, 1.0), by_first_stage=(("hybrid", (3.0, 1.0)),))
     >>> fusion.for_first_stage("hybrid").describe(), fusion.for_first_stage("dense").describe()
     ('RRF k=60, weights 3:1 (first stage : re-ranker)', 'RRF k=60, weights 1.5:1 (first stage : re-ranker)')
-    >>> sure = [Hit("b", 3.0), Hit("a", -3.0)]  # probabilities 0.95, 0.05: b moves up
-    >>> unsure = [Hit("b", -2.0), Hit("a", -3.0)]  # 0.12, 0.05: the first stage's order stays
-    >>> fusion = StageFusion("calibrated", (0.5, 1.0), calibration=(1.0, 0.0))
-    >>> [h.doc_id for h in fusion.fuse(first, sure)], [h.doc_id for h in fusion.fuse(first, unsure)]
-    (['b', 'a'], ['a', 'b'])
     """
 
     method: str = "weighted"
@@ -167,13 +162,7 @@ class StageFusion:
 
     @property
     def keeps_first_stage(self) -> bool:
-        """True where the re-ranker only breaks the first stage's ties.
-
-        >>> tied = [Hit("a", 2.0), Hit("b", 1.0), Hit("c", 1.0), Hit("d", 0.5)]  # b and c tie: the re-ranker decides
-        >>> keep = StageFusion("rrf", (TIE_BREAK_WEIGHT, 1.0), 60)
-        >>> keep.keeps_first_stage, [h.doc_id for h in keep.fuse(tied, [Hit("d", 4.0), Hit("c", 3.0), Hit("b", 2.0), Hit("a", 1.0)])]
-        (True, ['a', 'c', 'b', 'd'])
-        """
+        """True where the re-ranker only breaks the first stage's ties."""
         return orders_ties_only(self.method, self.weights)
 
     def describe(self) -> str:

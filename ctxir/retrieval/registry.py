@@ -1,12 +1,4 @@
-"""The first-stage registry: one ``FirstStageKind`` per first stage.
-
->>> list(FIRST_STAGES), FIRST_STAGES["hybrid"].fuses
-(['bm25', 'dense', 'hybrid'], True)
->>> get_first_stage("splade")
-Traceback (most recent call last):
-    ...
-ctxir.types.CtxirError: first stage 'splade' is not known: use one of 'bm25', 'dense', 'hybrid'
-"""
+"""The first-stage registry: one ``FirstStageKind`` per first stage."""
 
 from __future__ import annotations
 
