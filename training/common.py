@@ -302,7 +302,6 @@ def jsonl_log_callback(path: str | os.PathLike):
     return JsonlLogCallback(path)
 
 
-arg = flag  # train_query_generator.py's name for ctxir.cli.flag
 
 
 @dataclass
