@@ -1,4 +1,8 @@
-"""The first-stage registry: one ``FirstStageKind`` per first stage."""
+"""The first-stage registry: one ``FirstStageKind`` per first stage.
+
+>>> list(FIRST_STAGES), FIRST_STAGES["hybrid"].fuses
+(['bm25', 'dense', 'hybrid'], True)
+"""
 
 from __future__ import annotations
 
