@@ -18,8 +18,6 @@ from ctxir.types import Corpus, CtxirError, doc_text
 
 TOP_PAIRS = 8  # query-token × document-token pairs listed per document (bi-encoder, exact split)
 
-__all__ = ["explain_failures", "pipeline_explainers"]
-
 
 def explain_failures(
     cases: Sequence[dict],

@@ -36,7 +36,6 @@ def explain(
     ``bi_encoder`` (always) → ``explain_bi_encoder``; ``rerankers`` maps a kind to its model (``cross_encoder=``,
     ``cls_lr=`` for those two), each explained under the kind's key. ``cross_encoder`` always holds the first
     re-ranker's explanation. ``title``: the document's title, where a window-reading re-ranker cuts it."""
-
     query, document = check_pair_text(query, "query"), check_pair_text(document, "document")
     if bi_encoder is None:
         raise CtxirError(
@@ -45,12 +44,11 @@ def explain(
         )
     check_steps(n_steps, max_steps)
     check_baseline(baseline)
-    given = {
-        kind: model
-        for kind, model in {CROSS_ENCODER.name: cross_encoder, CLS_LR.name: cls_lr}.items()
-        if model is not None
-    }
-    given.update({kind: model for kind, model in (rerankers or {}).items() if model is not None})
+    named = [(CROSS_ENCODER.name, cross_encoder), (CLS_LR.name, cls_lr), *(rerankers or {}).items()]
+    given = {}
+    for kind, model in named:
+        if model is not None:
+            given[kind] = model
     kinds = [get_reranker(kind) for kind in given]  # an unknown kind fails before any model runs
     options = {"n_steps": n_steps, "max_steps": max_steps, "baseline": baseline}
     result = {
