@@ -183,10 +183,9 @@ def evaluate_run(
     missing = [q for q in judged if q not in raw or not clean_run.get(q)]
     absent = set(missing)
     per_query = {q: _query_values(defaultdict(float) if q in absent else raw[q], ms, ks) for q in judged}
+    labels = list(_query_values(defaultdict(float), ms, ks))
     n = len(per_query)
-    aggregate = {
-        label: float(sum(v[label] for v in per_query.values()) / n) for label in per_query[judged[0]]
-    }
+    aggregate = {label: float(sum(v[label] for v in per_query.values()) / n) for label in labels}
     return EvalResult(aggregate=aggregate, per_query=per_query, num_queries=n, missing_queries=tuple(missing))
 
 
@@ -268,11 +267,8 @@ def sts_correlation(predicted: Sequence[float] | Any, gold: Sequence[float] | An
     for name, arr in (("predicted", p), ("gold", g)):
         if np.all(arr == arr[0]):
             raise CtxirError(f"{name} is constant ({arr[0]!r}); correlation is undefined.")
-    return {
-        "spearman": float(stats.spearmanr(p, g).statistic),
-        "pearson": float(stats.pearsonr(p, g).statistic),
-        "n": int(p.size),
-    }
+    spearman, pearson = stats.spearmanr(p, g).statistic, stats.pearsonr(p, g).statistic
+    return {"spearman": float(spearman), "pearson": float(pearson), "n": int(p.size)}
 
 
 def paired_recall_at_k(similarity: Any, k_values: Sequence[int] = (1, 5, 10)) -> dict[str, float]:

@@ -107,19 +107,12 @@ def _case(
         rows.append({"doc_id": doc, **_doc_fields(corpus, doc), **fields})
     rows.sort(key=lambda r: (-r["grade"], r["rank"] is None, r["rank"] or 0, r["doc_id"]))
     # the winner: the highest-ranked non-relevant document (judged ≤ 0 or unjudged), ranked as an answer without being one
-    wrong = next(((r, d, s) for r, (d, s) in enumerate(ranking, 1) if grades.get(d, 0) <= 0), None)
+    wrong = ((r, d, s) for r, (d, s) in enumerate(ranking, 1) if grades.get(d, 0) <= 0)
+    winner = next(({"doc_id": d, "rank": r, "score": s, "grade": grades.get(d)} for r, d, s in wrong), None)
     pairs = [
-        {
-            "winner": {
-                "doc_id": wrong[1],
-                "rank": wrong[0],
-                "score": wrong[2],
-                "grade": grades.get(wrong[1]),
-            },
-            "relevant": {k: row[k] for k in ("doc_id", "rank", "score", "grade")},
-        }
+        {"winner": dict(winner), "relevant": {k: row[k] for k in ("doc_id", "rank", "score", "grade")}}
         for row in rows
-        if wrong and (row["rank"] is None or wrong[0] < row["rank"])
+        if winner and (row["rank"] is None or winner["rank"] < row["rank"])
     ]
     return {
         "qid": qid,

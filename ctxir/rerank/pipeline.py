@@ -132,9 +132,8 @@ def mode_fusion(
 
 def merge_stages(first: list[Hit], reranked: list[Hit], final: list[Hit] | None = None) -> list[RankedHit]:
     """Join the rankings by document, in the order of ``final`` (a fusion of both) or else the re-ranker's."""
-    first_stage = {
-        h.doc_id: (h.score, r) for r, h in enumerate(first, 1)
-    }  # (score, rank) as RankedHit's fields
+    # (score, rank) of each stage, in RankedHit's field order
+    first_stage = {h.doc_id: (h.score, r) for r, h in enumerate(first, 1)}
     rerank = {h.doc_id: (h.score, r) for r, h in enumerate(reranked, 1)}
     return [
         RankedHit(h.doc_id, h.score, r, *first_stage[h.doc_id], *rerank[h.doc_id])
