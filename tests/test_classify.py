@@ -416,11 +416,10 @@ def toy_vectors(tmp_path, monkeypatch):
     _write(tmp_path / "train.csv", train)
     _write(tmp_path / "test.csv", test)
 
-    def embed(args, task):
+    def embed(args, train_rows, test_rows):
         rows = {t: v for (t, _), v in zip(train + test, np.concatenate([train_x, test_x]), strict=True)}
-        task.train_x = np.stack([rows[t] for t, _ in task.train])
-        task.test_x = np.stack([rows[t] for t, _ in task.test])
-        return SimpleNamespace(config={"weights": "hand-made vectors"}), 0, 1.0
+        vectors = [np.stack([rows[t] for t, _ in part]) for part in (train_rows, test_rows)]
+        return SimpleNamespace(config={"weights": "hand-made vectors"}), 0, 1.0, *vectors
 
     monkeypatch.setattr(ctxir.classify.cli, "_embed", embed)
     return tmp_path

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -71,143 +71,36 @@ class ClassifyArgs:
     output: str = flag("metrics.json", "where the metrics JSON is written")
 
 
-def _methods(value: str) -> list[str]:
-    names = [m.strip() for m in value.split(",") if m.strip()]
-    if names == ["all"]:
-        return list(METHODS)
-    for name in names or [""]:
-        if name not in METHODS:
-            what = f"--method {name!r} is not known" if name else "--method is empty"
-            raise CtxirError(f"{what}: use a comma list of {', '.join(METHODS)}, or all")
-    return names
-
-
-def _ks(value: str) -> list[int] | None:
-    """'1,5,15' → [1, 5, 15]; 'auto' → None (k chosen on --train by ``choose_k``)."""
-    text = str(value).strip()
-    if text.lower() == "auto":
-        return None
-    parts = [part.strip() for part in text.split(",")]
-    if not text or not all(part.isascii() and part.isdigit() and 1 <= int(part) <= 10_000 for part in parts):
-        raise CtxirError(
-            f"--k {value!r} is not valid: use auto (k chosen by cross-validation on --train) or a comma "
-            "list of whole numbers from 1 to 10000, e.g. --k 5 or --k 1,5,15"
-        )
-    return [int(part) for part in parts]
-
-
-@dataclass
-class _Task:
-    """What ``run`` works on, filled step by step: the checked choices, then the data, then its embeddings."""
-
-    methods: list[str]
-    ks: list[int] | None  # None: chosen on --train by cross-validation
-    shots: list[int]
-    templates: list[str]
-    train_path: str | Path
-    test_path: str | Path
-    train: list[tuple[str, str]] = field(default_factory=list)
-    test: list[tuple[str, str]] = field(default_factory=list)
-    labels: list[Label] = field(default_factory=list)
-    classes: list[str] = field(default_factory=list)
-    train_x: np.ndarray | None = None
-    test_x: np.ndarray | None = None
-
-    @property
-    def train_y(self) -> list[str]:
-        return [y for _, y in self.train]
-
-    @property
-    def test_y(self) -> list[str]:
-        return [y for _, y in self.test]
-
-
 def run(args: ClassifyArgs) -> dict:
     """Evaluate the chosen methods on --test; returns and writes the metrics record."""
     import torch
 
+    from ctxir.checks import check_choice, check_int
     from ctxir.encoders.models import set_threads
     from ctxir.files import machine_info, write_json
 
     # 0. check the arguments before anything heavy is loaded
-    task = _check_args(args)
-    set_threads(args.torch_threads)
-    # 1. load the data
-    _load_data(args, task)
-    # 2. load the encoder and embed (cached: a second run reads the vectors from disk)
-    encoder, sample, encode_seconds = _embed(args, task)
-    # 3. classify the test set with every method
-    record: dict = {
-        "model": args.model,
-        "weights": encoder.config["weights"],
-        "config": asdict(args),
-        "data": {
-            "train": str(task.train_path),
-            "test": str(task.test_path),
-            "train_rows": len(task.train),
-            "test_rows": len(task.test),
-            "classes": task.classes,
-        },
-        "methods": {},
-        "throughput": {},
-    }
-    predictions, classify_seconds = _classify_all(args, task, encoder, record["methods"])
-    # 4. paired comparisons (exact McNemar) between every two methods
-    record["paired"] = [
-        {"a": a, "b": b, **mcnemar(task.test_y, predictions[a], predictions[b])}
-        for a, b in itertools.combinations(predictions, 2)
-    ]
-    # 5. few-shot: N per class, mean ± std over seeds
-    few_shot_methods = [m.strip() for m in args.few_shot_methods.split(",") if m.strip()]
-    record["few_shot"] = []
-    for n in task.shots:
-        curve = few_shot(
-            task.train_x,
-            task.train_y,
-            task.test_x,
-            task.test_y,
-            few_shot_methods,
-            n,
-            args.seeds,
-            args.weights,
-        )
-        record["few_shot"].append(curve)
-        for name, result in curve["methods"].items():
-            accuracy = result["accuracy"]
-            print(f"{n}-shot {name}: accuracy {accuracy['mean']:.4f} ± {accuracy['std']:.4f}", flush=True)
-    # 6. throughput and the machine, then write
-    record["throughput"] = {
-        "encode_texts": sample,
-        "encode_seconds": round(encode_seconds, 2),
-        "encode_texts_per_second": round(sample / max(encode_seconds, 1e-9), 1),
-        "torch_threads": torch.get_num_threads(),
-        "classify_texts_per_second": {
-            m: round(len(task.test) / max(s, 1e-9), 1) for m, s in classify_seconds.items()
-        },
-    }
-    record["machine"] = machine_info()["hardware"]
-    write_json(Path(args.output), record)
-    print(f"wrote {args.output}")
-    return record
-
-
-def _check_args(args: ClassifyArgs) -> _Task:
-    """Every argument that can be checked without data or a model, checked."""
-    from ctxir.checks import check_choice, check_int
-
-    methods = _methods(args.method)
-    ks = _ks(args.k)
+    methods = [m.strip() for m in args.method.split(",") if m.strip()]
+    methods = list(METHODS) if methods == ["all"] else methods
+    for name in methods or [""]:
+        if name not in METHODS:
+            what = f"--method {name!r} is not known" if name else "--method is empty"
+            raise CtxirError(f"{what}: use a comma list of {', '.join(METHODS)}, or all")
+    ks = None  # --k auto: k chosen on --train by choose_k
+    if str(args.k).strip().lower() != "auto":
+        parts = [part.strip() for part in str(args.k).split(",")]
+        if not all(part.isascii() and part.isdigit() and 1 <= int(part) <= 10_000 for part in parts):
+            raise CtxirError(
+                f"--k {args.k!r} is not valid: use auto (k chosen by cross-validation on --train) or a comma "
+                "list of whole numbers from 1 to 10000, e.g. --k 5 or --k 1,5,15"
+            )
+        ks = [int(part) for part in parts]
     check_choice(args.weights, "--weights", WEIGHTS)
     check_choice(args.projection, "--projection", ("auto", "on", "off"))
-    templates = (
-        [t.strip() for t in args.templates.split("||") if t.strip()] if args.templates else list(TEMPLATES)
-    )
-    if args.data:
-        if args.train or args.test:
-            raise CtxirError("give either --data FOLDER or --train/--test files, not both")
-        train_path, test_path = load_folder(args.data)
-    else:
-        train_path, test_path = args.train, args.test
+    templates = [t.strip() for t in args.templates.split("||") if t.strip()] or list(TEMPLATES)
+    if args.data and (args.train or args.test):
+        raise CtxirError("give either --data FOLDER or --train/--test files, not both")
+    train_path, test_path = load_folder(args.data) if args.data else (args.train, args.test)
     if not test_path:
         raise CtxirError("--test is missing: pass a labelled test file (text,label) or --data FOLDER")
     shots = [check_int(n.strip(), "--shots", 0, 1_000_000) for n in str(args.shots).split(",") if n.strip()]
@@ -220,123 +113,144 @@ def _check_args(args: ClassifyArgs) -> _Task:
         )
     if args.seeds < 1:
         raise CtxirError(f"--seeds must be ≥ 1, got {args.seeds!r}")
-    return _Task(methods, ks, shots, templates, train_path, test_path)
+    set_threads(args.torch_threads)
 
-
-def _load_data(args: ClassifyArgs, task: _Task) -> None:
-    """The labelled rows and the classes; every test label must be a known class."""
-    task.train = load_labelled(task.train_path) if task.train_path else []
-    task.test = load_labelled(task.test_path)
-    if args.max_test > 0:
-        task.test = task.test[: args.max_test]
-    train_classes = sorted({y for _, y in task.train})
-    task.labels = load_labels(args.labels) if args.labels else [Label(c) for c in train_classes]
-    label_names = {label.name for label in task.labels}
-    task.classes = train_classes if task.train else [label.name for label in task.labels]
-    known = set(task.classes) | label_names
-    for row, (_, y) in enumerate(task.test, 2):
+    # 1. load the data; every test label must be a known class
+    train = load_labelled(train_path) if train_path else []
+    test = load_labelled(test_path)[: args.max_test or None]
+    train_y, test_y = [y for _, y in train], [y for _, y in test]
+    labels = load_labels(args.labels) if args.labels else [Label(c) for c in sorted(set(train_y))]
+    label_names = {label.name for label in labels}
+    classes = sorted(set(train_y)) if train else [label.name for label in labels]
+    known = set(classes) | label_names
+    for row, y in enumerate(test_y, 1):
         if y not in known:
             raise CtxirError(
-                f"{task.test_path}: test label {y!r} (row {row - 1}) is not among the training/labels-"
-                f"file classes {sorted(known)!r}"
+                f"{test_path}: test label {y!r} (row {row}) is not among the training/labels-file classes "
+                f"{sorted(known)!r}"
             )
-    if "zero-shot" in task.methods and task.train and set(task.classes) - label_names:
+    if "zero-shot" in methods and train and set(classes) - label_names:
         raise CtxirError(
-            f"--labels names {[label.name for label in task.labels]!r} but the training data has "
-            f"classes {task.classes!r}: name every class in the labels file"
+            f"--labels names {[label.name for label in labels]!r} but the training data has "
+            f"classes {classes!r}: name every class in the labels file"
         )
 
+    # 2. load the encoder and embed (cached: a second run reads the vectors from disk)
+    encoder, sample, encode_seconds, train_x, test_x = _embed(args, train, test)
 
-def _embed(args: ClassifyArgs, task: _Task):
-    """(encoder, texts timed, seconds): speed timed uncached on ≤ 256 test texts, then both sets cached."""
+    # 3. classify the test set with every method; choosing k or the template on --train is not the speed
+    record: dict = {
+        "model": args.model,
+        "weights": encoder.config["weights"],
+        "config": asdict(args),
+        "data": {
+            "train": str(train_path),
+            "test": str(test_path),
+            "train_rows": len(train),
+            "test_rows": len(test),
+            "classes": classes,
+        },
+        "methods": {},
+        "throughput": {},
+    }
+    predictions: dict[str, list[str]] = {}
+    classify_seconds: dict[str, float] = {}
+    for method in methods:
+        if method == "zero-shot":
+            named, chosen = _zero_shot(args, encoder, labels, templates, train_x, train_y)
+            started = time.perf_counter()
+        else:
+            k_choice: dict = {}
+            if method == "knn" and ks is None:
+                k, table = choose_k(train_x, train_y, weights=args.weights)
+                print(
+                    "knn: k chosen by cross-validation on --train (accuracy): "
+                    + ", ".join(f"k={r['k']} {r['cv_accuracy']:.4f}" for r in table)
+                    + f" → k={k}",
+                    flush=True,
+                )
+                k_choice = {
+                    "k": k,
+                    "chosen_on": f"{table[0]['folds']}-fold stratified cross-validation accuracy on --train",
+                    "candidates": table,
+                }
+            started = time.perf_counter()
+            variants = [f"knn-{k}" for k in ks or [k_choice["k"]]] if method == "knn" else [method]
+            named = {
+                v: make_classifier(v, encoder, args.weights).fit_embeddings(train_x, train_y)
+                for v in variants
+            }
+            chosen = {v: {"weights": args.weights, **k_choice} if method == "knn" else {} for v in variants}
+        for name, classifier in named.items():
+            predictions[name] = classifier.predict_labels(test_x)
+            classify_seconds[name] = time.perf_counter() - started
+            started = time.perf_counter()
+            result = {**evaluate_predictions(test_y, predictions[name], classes), "config": chosen[name]}
+            record["methods"][name] = result
+            print(f"{name}: accuracy {result['accuracy']:.4f}, macro-F1 {result['macro_f1']:.4f}", flush=True)
+
+    # 4. paired comparisons (exact McNemar) between every two methods
+    record["paired"] = [
+        {"a": a, "b": b, **mcnemar(test_y, predictions[a], predictions[b])}
+        for a, b in itertools.combinations(predictions, 2)
+    ]
+    # 5. few-shot: N per class, mean ± std over seeds
+    few_shot_methods = [m.strip() for m in args.few_shot_methods.split(",") if m.strip()]
+    record["few_shot"] = []
+    for n in shots:
+        curve = few_shot(train_x, train_y, test_x, test_y, few_shot_methods, n, args.seeds, args.weights)
+        record["few_shot"].append(curve)
+        for name, result in curve["methods"].items():
+            accuracy = result["accuracy"]
+            print(f"{n}-shot {name}: accuracy {accuracy['mean']:.4f} ± {accuracy['std']:.4f}", flush=True)
+    # 6. throughput and the machine, then write
+    record["throughput"] = {
+        "encode_texts": sample,
+        "encode_seconds": round(encode_seconds, 2),
+        "encode_texts_per_second": round(sample / max(encode_seconds, 1e-9), 1),
+        "torch_threads": torch.get_num_threads(),
+        "classify_texts_per_second": {
+            m: round(len(test) / max(s, 1e-9), 1) for m, s in classify_seconds.items()
+        },
+    }
+    record["machine"] = machine_info()["hardware"]
+    write_json(Path(args.output), record)
+    print(f"wrote {args.output}")
+    return record
+
+
+def _embed(args: ClassifyArgs, train: list, test: list):
+    """(encoder, texts timed, seconds, train vectors, test vectors): speed timed uncached on ≤ 256 test texts."""
     from ctxir.encoders.bi_encoder import BiEncoder, EmbeddingCache, cache_root
 
     cache = EmbeddingCache(cache_root(args.cache_dir or None) / "embeddings")
     encoder = BiEncoder(args.model, device=args.device, cache=cache, batch_size=args.batch_size)
-    sample = [t for t, _ in task.test[:256]]
+    sample = [t for t, _ in test[:256]]
     started = time.perf_counter()
     encoder.encode(sample)  # uncached: the encoding speed on this machine
     encode_seconds = time.perf_counter() - started
-    task.train_x = (
-        encode(encoder, [t for t, _ in task.train])
-        if task.train
-        else np.zeros((0, encoder.dimension), np.float32)
+    train_x = (
+        encode(encoder, [t for t, _ in train]) if train else np.zeros((0, encoder.dimension), np.float32)
     )
-    task.test_x = encode(encoder, [t for t, _ in task.test])
-    return encoder, len(sample), encode_seconds
+    return encoder, len(sample), encode_seconds, train_x, encode(encoder, [t for t, _ in test])
 
 
-def _classify_all(args: ClassifyArgs, task: _Task, encoder, results: dict) -> tuple[dict, dict]:
-    """Each method fitted and run on the test set into ``results``; → (predictions, seconds) by name."""
-    predictions: dict[str, list[str]] = {}
-    classify_seconds: dict[str, float] = {}
-    for method in task.methods:
-        if method == "zero-shot":
-            named, chosen = _zero_shot(args, task, encoder)
-            started = time.perf_counter()  # choosing the template on --train is not the classifier's speed
-        else:
-            ks, k_choice = _knn_ks(args, task) if method == "knn" else ([], {})
-            started = time.perf_counter()  # choosing k on --train is not the classifier's speed either
-            variants = [f"knn-{k}" for k in ks] if method == "knn" else [method]
-            named = {
-                v: make_classifier(v, encoder, args.weights).fit_embeddings(task.train_x, task.train_y)
-                for v in variants
-            }
-            chosen = {
-                v: {"weights": args.weights, **k_choice} if v.startswith("knn") else {} for v in variants
-            }
-        for name, classifier in named.items():
-            predicted = classifier.predict_labels(task.test_x)
-            classify_seconds[name] = time.perf_counter() - started
-            started = time.perf_counter()
-            predictions[name] = predicted
-            results[name] = {
-                **evaluate_predictions(task.test_y, predicted, task.classes),
-                "config": chosen[name],
-            }
-            print(
-                f"{name}: accuracy {results[name]['accuracy']:.4f}, macro-F1 {results[name]['macro_f1']:.4f}",
-                flush=True,
-            )
-    return predictions, classify_seconds
-
-
-def _knn_ks(args: ClassifyArgs, task: _Task) -> tuple[list[int], dict]:
-    """(the ks to run, how k was chosen): --k as given, else ``choose_k`` on the training embeddings."""
-    if task.ks is not None:
-        return task.ks, {}
-    k, table = choose_k(task.train_x, task.train_y, weights=args.weights)
-    print(
-        "knn: k chosen by cross-validation on --train (accuracy): "
-        + ", ".join(f"k={r['k']} {r['cv_accuracy']:.4f}" for r in table)
-        + f" → k={k}",
-        flush=True,
-    )
-    return [k], {
-        "k": k,
-        "chosen_on": f"{table[0]['folds']}-fold stratified cross-validation accuracy on --train",
-        "candidates": table,
-    }
-
-
-def _zero_shot(args: ClassifyArgs, task: _Task, encoder) -> tuple[dict, dict]:
+def _zero_shot(args: ClassifyArgs, encoder, labels, templates, train_x, train_y) -> tuple[dict, dict]:
     """The zero-shot classifier, its template and projection chosen on --train accuracy (never test)."""
-    train = bool(task.train)
+    train = bool(train_y)
     # auto with no training data to choose on keeps the projection off: nothing to fit it for
     wanted = args.projection == "on" or (args.projection == "auto" and train)
     projection = word_projection(encoder, args.projection_words) if wanted else None
-    vectors = label_vectors_for(encoder, task.labels, task.templates)
+    vectors = label_vectors_for(encoder, labels, templates)
     if train and (len(vectors) > 1 or args.projection == "auto"):
         tried = projection if args.projection != "off" else None
-        best, table = select_zero_shot(
-            encoder, task.labels, task.train_x, task.train_y, task.templates, tried, vectors
-        )
+        best, table = select_zero_shot(encoder, labels, train_x, train_y, templates, tried, vectors)
         if args.projection == "on":
             best = max((r for r in table if r["projection"]), key=lambda r: r["train_accuracy"])
     else:
         best, table = {"template": next(iter(vectors)), "projection": args.projection == "on"}, []
     template, used = best["template"], projection if best["projection"] else None
-    classifier = ZeroShotClassifier(encoder, task.labels, template, used, vectors[template])
+    classifier = ZeroShotClassifier(encoder, labels, template, used, vectors[template])
     chosen = {
         "template": best["template"],
         "projection": best["projection"],
