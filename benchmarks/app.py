@@ -8,6 +8,7 @@ import os
 # as app.py, before anything imports torch: the in-process clocks run the models the way the app does
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+import functools
 import json
 import socket
 import subprocess
@@ -62,6 +63,7 @@ def app_calls(corpus: str) -> dict[str, tuple[str, Callable[[int], tuple]]]:
     from ctxir.data.demo import demo_presets
 
     pair_docs = "\n".join(demo_presets()["pair_documents"])  # the Pair scoring tab's example: 5 documents
+    document = "Otters dig dens in the river bank."
     sentences = (
         "The otter swam to the river bank.\nShe paid the money into the bank.\nBats sleep in caves by day."
     )
@@ -84,10 +86,7 @@ def app_calls(corpus: str) -> dict[str, tuple[str, Callable[[int], tuple]]]:
         "sentence_similarity (3 sentences)": ("/sentence_similarity", lambda i: (sentences, 6, "mean")),
         "model_info": ("/model_info", lambda i: ("bi-encoder", query(i))),
         "attention (2 layers × 2 heads)": ("/attention", attention),
-        "explain (bi-encoder + cross-encoder)": (
-            "/explain",
-            lambda i: (query(i), "Otters dig dens in the river bank.", "auto"),
-        ),
+        "explain (bi-encoder + cross-encoder)": ("/explain", lambda i: (query(i), document, "auto")),
     }
 
 
@@ -181,9 +180,7 @@ def callback_ms(output) -> float | None:
     return None
 
 
-def http_call(
-    url: str, api_name: str, data: tuple | list, timeout: float = 600.0, session: str | None = None
-) -> tuple[list, int]:
+def http_call(url: str, api_name: str, data, timeout: float = 600.0, session: str | None = None) -> tuple:
     """(outputs, bytes of their JSON) of one call through Gradio's HTTP API as ``curl`` makes it: POST, then the
     event's stream. ``session``: a ``session_hash`` kept across calls; without one each call is a new session."""
     endpoint = f"{url.rstrip('/')}/gradio_api/call/{api_name.lstrip('/')}"
@@ -234,14 +231,12 @@ class InProcess:
         from ctxir.encoders.models import set_threads
 
         set_threads(args.torch_threads)
-        state = AppState.load(
-            AppConfig(
-                cross_encoder=args.cross_encoder or SHIPPED_CROSS_ENCODER,
-                cls_lr="none",
-                device="cpu",
-                rerank_backend=args.rerank_backend or "onnx-int8",
-            )
+        cross_encoder, backend = (
+            args.cross_encoder or SHIPPED_CROSS_ENCODER,
+            args.rerank_backend or "onnx-int8",
         )
+        config = AppConfig(cross_encoder=cross_encoder, cls_lr="none", device="cpu", rerank_backend=backend)
+        state = AppState.load(config)
         return cls.of(state, build_demo(state))
 
     @classmethod
@@ -272,23 +267,16 @@ def view_functions(state) -> dict[str, Callable]:
     from ctxir.app.search import search
     from ctxir.app.similarity import sentence_similarity
 
-    return {
-        "/search": lambda q, corpus, first, rerank, k, depth: search(
-            state, q, corpus, first, rerank, k, depth
-        ),
-        "/score_pairs": lambda query, documents: score_pairs(state, query, documents),
-        "/sentence_similarity": lambda s, layer, pooling: sentence_similarity(state, s, layer, pooling),
-        "/model_info": lambda model, text: model_info(state, model, text),
+    views = {"/search": search, "/score_pairs": score_pairs, "/sentence_similarity": sentence_similarity}
+    views |= {"/model_info": model_info, "/explain": explain_pair}
+    return {api: functools.partial(view, state) for api, view in views.items()} | {
         "/attention": lambda model, text, pair, view, layers, heads, layer, head: attention(
             state, text, pair, view, layers, heads, layer, head, model
-        ),
-        "/explain": lambda query, document, model: explain_pair(state, query, document, model),
+        )
     }
 
 
-def time_endpoints(
-    client, calls: dict, chosen: list[str], args: AppBenchArgs, url: str = "", local: InProcess | None = None
-) -> dict:
+def time_endpoints(client, calls: dict, chosen, args, url: str = "", local: InProcess | None = None) -> dict:
     """Every chosen endpoint: warm-up, then timed calls one at a time (a failure is recorded, not fatal); with
     ``url`` also through the HTTP API, with ``local`` also the view and the callback in this process."""
     results: dict = {}

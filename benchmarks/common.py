@@ -14,6 +14,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import numpy as np
+import psutil
 
 from ctxir import DEFAULT_BI_ENCODER, CtxirError, resolve_model
 from ctxir.cli import cli_main
@@ -31,11 +32,7 @@ SIMD_FLAGS = (
 
 def machine() -> dict:
     """Cores, CPU model and SIMD flags, memory, load and library versions: printed beside every number."""
-    info: dict = {
-        "cores": cpu_count(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-    }
+    info: dict = {"cores": cpu_count(), "platform": platform.platform(), "python": platform.python_version()}
     try:
         text = Path("/proc/cpuinfo").read_text()
         fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
@@ -45,12 +42,7 @@ def machine() -> dict:
         info["simd_flags"] = [f for f in SIMD_FLAGS if f in flags]
     except OSError:
         info["cpu"] = platform.processor()
-    try:
-        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        info["ram_gb"] = round(pages / 2**30, 1)
-    except (ValueError, OSError, AttributeError):
-        pass
-
+    info["ram_gb"] = round(psutil.virtual_memory().total / 2**30, 1)
     info["versions"] = {p: installed(p) for p in ("numpy", "torch", "faiss-cpu", "sentence-transformers")}
     return info
 
@@ -67,14 +59,8 @@ def load_average() -> list[float]:
 
 
 def rss_mb() -> float:
-    """Resident set size of this process (Linux /proc; 0 elsewhere)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
+    """Resident set size of this process, in MB."""
+    return psutil.Process().memory_info().rss / 2**20
 
 
 def set_torch_threads(n: int) -> int:
@@ -127,18 +113,9 @@ def main_for(kind: str, args_class: type, run: Callable, argv: list[str] | None)
     return cli_main(args_class, lambda args: run(args, argv), argv)
 
 
-def finish(
-    kind: str,
-    table: Callable[[dict], str],
-    args,
-    argv: list[str] | None,
-    load_before: list[float],
-    started: float,
-    results: dict,
-    output: str = "",
-    **extra,
-) -> dict:
-    """The record every benchmark writes: what ran, where, under what load, with which settings; ``table`` prints it."""
+def finish(kind, table, args, argv, load_before, started, results, output="", **extra) -> dict:
+    """The record every benchmark writes: what ran, where, under what load, with which settings; ``table`` prints it
+    (``argv``: the flags; ``load_before``: the load average at the start; ``started``: its perf_counter)."""
     record = {
         "kind": kind,
         "command": command_line(kind, argv),

@@ -71,9 +71,7 @@ def encoder_flops(config, lengths: list[int]) -> float:
     return float(sum(layers * (8 * n * h * h + 4 * n * h * i + 4 * n * n * h) for n in lengths))
 
 
-def _encode_variants(
-    args: EncodeArgs, names: list[str], path: str, threads: int, calibration: list[str]
-) -> dict:
+def _encode_variants(args: EncodeArgs, names: list, path: str, threads: int, calibration: list) -> dict:
     """name → (encode(texts) → unit vectors, max_length, what it is, the BiEncoder behind it or None)."""
     from sentence_transformers import SentenceTransformer
 
@@ -113,10 +111,9 @@ def _encode_variants(
             about = "onnxruntime quantize_dynamic: MatMul weights int8 per channel"
             variants["onnx-int8-dynamic"] = (make(quantise(fp32, "dynamic")), max_length, about, None)
         if "onnx-int8-static" in names:
-            reader = OnnxEncoder(fp32, base, pooling, threads, args.batch_size)
+            feed, size = OnnxEncoder(fp32, base, pooling, threads, args.batch_size).feed, args.batch_size
             batches = [
-                reader.features(calibration[i : i + args.batch_size])
-                for i in range(0, len(calibration), args.batch_size)
+                feed(base.preprocess(calibration[i : i + size])) for i in range(0, len(calibration), size)
             ]
             about = f"onnxruntime quantize_static, calibrated on {len(calibration)} {args.calibration_set} passages"
             variants["onnx-int8-static"] = (make(quantise(fp32, "static", batches)), max_length, about, None)
@@ -138,15 +135,8 @@ def cached(encode: Callable[[list[str]], np.ndarray], cache, key: dict) -> Calla
     return encode_cached
 
 
-def scifact_ndcg(
-    encode: Callable[[list[str]], np.ndarray],
-    encode_corpus: Callable[[list[str]], np.ndarray],
-    corpus: dict,
-    queries: dict,
-    qrels: dict,
-    progress: bool,
-) -> dict:
-    """nDCG@10 and Recall@100 of exact dense search with these vectors (the corpus through a cache)."""
+def scifact_ndcg(encode: Callable, encode_corpus: Callable, corpus, queries, qrels, progress: bool) -> dict:
+    """nDCG@10 and Recall@100 of exact dense search with the vectors of ``encode`` (the corpus: ``encode_corpus``)."""
     ids = list(corpus)
     if progress:
         print(f"  {len(ids):,} SciFact documents (from the cache, or encoded now) …", flush=True)
@@ -239,9 +229,7 @@ def read_inputs(args: EncodeArgs) -> EncodeInputs:
     return EncodeInputs(names, texts, corpus, queries, qrels, calibration, resolve_model_path(args.model))
 
 
-def time_variants(
-    variants: dict, texts: list[str], threads: int, args: EncodeArgs
-) -> tuple[dict, dict, dict]:
+def time_variants(variants: dict, texts: list[str], threads: int, args: EncodeArgs) -> tuple:
     """(sgemm peaks, passes, first-pass vectors) per variant: ``--repeats`` passes interleaved, after a warm-up."""
     import torch
 
@@ -270,9 +258,7 @@ def time_variants(
     return peaks, passes, vectors
 
 
-def throughput(
-    variants: dict, passes: dict, vectors: dict, raw_lengths: list[int], config, peak: float
-) -> dict:
+def throughput(variants: dict, passes: dict, vectors: dict, raw_lengths: list, config, peak: float) -> dict:
     """Per variant: texts/s, tokens/s, GFLOP/s and its share of the sgemm peak, agreement with st's vectors."""
     results: dict = {}
     for name, (_, max_length, about, _) in variants.items():
@@ -360,9 +346,6 @@ def run_encode(args: EncodeArgs, argv: list[str] | None = None) -> dict:
     about_ndcg = (
         add_ndcg(results, variants, inputs, reference, args) if args.ndcg else "not measured (--ndcg false)"
     )
-    for name, row in results.items():  # the ship rule, applied to every fast path
-        if name not in ("st", "ctxir"):
-            row["ships"], row["decision"] = ship_decision(row)
     data = {
         "timed_texts": f"the first {len(inputs.texts)} SciFact abstracts (title + text), batch size "
         f"{args.batch_size}, {threads} threads",
@@ -390,7 +373,10 @@ COLUMNS = (
 
 def format_encode(record: dict) -> str:
     results = record["results"]
-    for name, row in results.items():  # older records get the CPU-time ratio from cpu_s
+    for (
+        name,
+        row,
+    ) in results.items():  # the ship rule, applied to every fast path (older records: their cpu_s)
         add_speedups(row, results["st"])
         if name not in ("st", "ctxir"):
             row["ships"], row["decision"] = ship_decision(row)
@@ -416,16 +402,12 @@ def describe_sgemm(record: dict) -> str:
 
 def decisions(record: dict) -> str:
     """The report's paragraph under an encode table: the rule, each fast path's decision, the flags shipped."""
+    results = record["results"]
     lines = [
-        f"- **{n}**: {shown_decision(n, r)} ({r['about']})"
-        for n, r in record["results"].items()
-        if "decision" in r
+        f"- **{n}**: {shown_decision(n, r)} ({r['about']})" for n, r in results.items() if "decision" in r
     ]
-    lines += [
-        f"- `{SHIPPED_AS[n][0]}` is {SHIPPED_AS[n][1]}."
-        for n, r in record["results"].items()
-        if r.get("ships") and n in SHIPPED_AS
-    ]
+    shipped = [n for n, r in results.items() if r.get("ships") and n in SHIPPED_AS]
+    lines += [f"- `{SHIPPED_AS[n][0]}` is {SHIPPED_AS[n][1]}." for n in shipped]
     return (
         f"The rule: a fast path ships as a flag only if it is ≥ {SHIP_SPEEDUP}× plain sentence-transformers (the "
         f"smaller of the wall-clock and CPU-time ratios) with ≤ {SHIP_LOSS} SciFact nDCG@10 loss.\n\n"

@@ -107,9 +107,7 @@ def build_faiss_hnsw(docs: np.ndarray, args: IndexSettings, sq8: bool) -> Built:
     return Built(search, index.ntotal * faiss.downcast_index(index.storage).code_size + graph, seconds, notes)
 
 
-def build_ctxir_ann(
-    docs: np.ndarray, args: IndexSettings, folder: Path, rescore: bool, previous: dict, mmap: bool
-) -> Built:
+def build_ctxir_ann(docs, args: IndexSettings, folder: Path, rescore: bool, previous: dict, mmap) -> Built:
     """Build + save + reopen; the other ctxir-ann rows reopen the first one's file."""
     from ctxir.retrieval.ann import AnnIndex, AnnParams, meta_path
 

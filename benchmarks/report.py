@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -62,21 +63,13 @@ MAX_WORDS = 40  # a sentence of the page no longer than this (tests/test_docs_pr
 
 
 def _split(text: str, separators: tuple[str, ...]) -> list[str]:
-    """``text`` cut at each separator outside parentheses.
+    """``text`` cut at each separator outside parentheses (one not followed by a ")" before any "(").
 
     >>> _split("a (b; c); d", ("; ",))
     ['a (b; c)', 'd']
     """
-    pieces, depth, start, i = [], 0, 0, 0
-    while i < len(text):
-        depth += {"(": 1, ")": -1}.get(text[i], 0)
-        sep = next((s for s in separators if depth == 0 and text.startswith(s, i)), None)
-        if sep:
-            pieces.append(text[start:i])
-            start = i = i + len(sep)
-            continue
-        i += 1
-    return [p.strip() for p in [*pieces, text[start:]] if p.strip()]
+    pattern = "|".join(map(re.escape, separators))
+    return [p.strip() for p in re.split(f"(?:{pattern})(?![^(]*\\))", text) if p.strip()]
 
 
 def _words(text: str) -> int:

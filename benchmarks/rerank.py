@@ -54,9 +54,7 @@ class RerankArgs:
     progress: bool = True
 
 
-def time_candidates(
-    reranker, queries: dict, candidates: dict, sizes: list[int], args: RerankArgs, plain=None
-) -> dict:
+def time_candidates(reranker, queries: dict, candidates: dict, sizes: list, args, plain=None) -> dict:
     """score_pairs(query, its first n ``candidates``) timed for every n, interleaved per query: per n the passes'
     p50/p95 and the mean tokens of an input; ``plain``: a sentence-transformers CrossEncoder on the same pairs."""
     tokenizer = reranker.model.tokenizer

@@ -81,9 +81,7 @@ def real_embeddings(args: SearchArgs) -> tuple[np.ndarray, np.ndarray, str]:
     return np.concatenate(docs), np.concatenate(queries), where
 
 
-def synthetic(
-    centres: np.ndarray, count: int, noise: float, rng: np.random.Generator, chunk: int = 100_000
-) -> np.ndarray:
+def synthetic(centres: np.ndarray, count: int, noise: float, rng, chunk: int = 100_000) -> np.ndarray:
     """``count`` unit vectors: a random centre + noise with the centres' covariance (rms norm ``noise``)."""
     _, singular, vt = np.linalg.svd(centres - centres.mean(0), full_matrices=False)
     scale = singular / np.sqrt(len(centres))  # (dim,) standard deviation along each principal direction
@@ -172,9 +170,7 @@ def exact_top_k(docs: np.ndarray, queries: np.ndarray, k: int, chunk: int = 200_
 # ---------------------------------------------------------------- timing
 
 
-def time_queries(
-    search: Callable[[np.ndarray, int], np.ndarray], queries: np.ndarray, args: SearchArgs, limit: int = 0
-) -> tuple[list[dict], list[np.ndarray]]:
+def time_queries(search: Callable, queries: np.ndarray, args: SearchArgs, limit: int = 0) -> tuple:
     """Per pass: p50/p95 of single-query wall time (ms); the rows found in the first pass (first ``limit``)."""
     for q in queries[: args.warmup]:
         search(q[None], args.k)
@@ -243,9 +239,7 @@ def _check(args: SearchArgs) -> list[str]:
 # ---------------------------------------------------------------- the run
 
 
-def measure(
-    built: Built, name: str, queries: np.ndarray, truth: np.ndarray, args: SearchArgs, rss_delta: float
-) -> dict:
+def measure(built: Built, name: str, queries, truth, args: SearchArgs, rss_delta: float) -> dict:
     """One index's row: latency over single queries on ``--search-threads``, recall against ``truth``, memory."""
     set_threads(args.search_threads)
     passes, found = time_queries(built.search, queries, args, args.scan_queries if name in FULL_SCANS else 0)
@@ -274,9 +268,7 @@ def measure(
     return row
 
 
-def measure_all(
-    names: list[str], docs: np.ndarray, queries: np.ndarray, truth: np.ndarray, args: SearchArgs
-) -> dict:
+def measure_all(names: list[str], docs: np.ndarray, queries, truth, args: SearchArgs) -> dict:
     """Every index in turn: built on all cores (``--threads``), then timed; ctxir-ann's file in ``--index-dir``."""
     results, cores = {}, machine()["cores"]
     with tempfile.TemporaryDirectory(prefix="ctxir-bench-") as tmp:

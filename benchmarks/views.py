@@ -104,6 +104,8 @@ def time_device(device: str, args: ViewsArgs) -> dict:
 
 def time_views(state, device: str, args: ViewsArgs) -> dict:
     """Every view of ``state`` (p50/p95 over the repeats) and what it returned that must not depend on the device."""
+    import torch
+
     out: dict = {"device": device, "views": {}}
     for label, call in view_calls(state).items():
         repeats = args.explain_repeats if label.startswith("explain") else args.repeats
@@ -114,7 +116,8 @@ def time_views(state, device: str, args: ViewsArgs) -> dict:
             for _ in range(repeats):
                 begin = time.perf_counter()
                 result = call()
-                _synchronize(device)
+                if device.startswith("cuda"):
+                    torch.cuda.synchronize()
                 times.append(time.perf_counter() - begin)
         except CtxirError as err:  # a view this installation cannot serve is reported, not fatal
             out["views"][label] = {"error": str(err)}
@@ -122,13 +125,6 @@ def time_views(state, device: str, args: ViewsArgs) -> dict:
         out["views"][label] = summary_ms(times) | {"result": fingerprint(label, result)}
         print(f"{device:>6}  {label:<42} p50 {out['views'][label]['p50_ms']:8.1f} ms", flush=True)
     return out
-
-
-def _synchronize(device: str) -> None:
-    if device.startswith("cuda"):
-        import torch
-
-        torch.cuda.synchronize()
 
 
 def agreement(runs: list[dict], tolerance: float) -> dict:
@@ -156,6 +152,8 @@ def agreement(runs: list[dict], tolerance: float) -> dict:
 
 
 def run_views(args: ViewsArgs, argv: list[str] | None = None) -> dict:
+    import torch
+
     from ctxir.encoders.models import pick_device
 
     devices = [d.strip() for d in args.devices.split(",") if d.strip()]
@@ -177,7 +175,7 @@ def run_views(args: ViewsArgs, argv: list[str] | None = None) -> dict:
     data = {
         "search_query": SEARCH_QUERY,
         "threads": threads,
-        "gpu": _gpu_name(),
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "rerank_backend": args.rerank_backend,
     }
     timing = (
@@ -185,12 +183,6 @@ def run_views(args: ViewsArgs, argv: list[str] | None = None) -> dict:
         "p50/p95 over the repeats; a GPU's work is synchronized before the clock stops"
     )
     return finish("views", format_views, args, argv, load_before, started, results, data=data, timing=timing)
-
-
-def _gpu_name() -> str | None:
-    import torch
-
-    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
 
 
 def format_views(record: dict) -> str:

@@ -104,9 +104,7 @@ class WriteFaults:
 SAMPLE: int | None = None
 
 
-def each_failure(
-    fn, check, folder: Path, forever: bool, errors=None, under: Path | None = None, sample: bool = False
-) -> int:
+def each_failure(fn, check, folder: Path, forever: bool, errors=None, under=None, sample=False) -> int:
     """Run ``fn()`` with the 1st, 2nd, ... write failing until one run meets no failure; after each run no temporary
     is left under ``folder`` and ``check(outcome, failed)`` holds (``outcome``: the result or the ``errors``, by
     default ``DiskFullError``, raised). Returns the failure points tried; ``sample``: the first ``SAMPLE`` only."""

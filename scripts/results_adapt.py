@@ -177,17 +177,14 @@ def measure(name: str, args: ResultsAdaptArgs) -> dict:
         after[system] = per_query["after"]
         test = paired_test(per_query["before"], per_query["after"], METRIC)
         before = sum(v[METRIC] for v in per_query["before"].values()) / len(per_query["before"])
-        rows.append(
-            {
-                "stage": system,
-                "before": round(before, 4),
-                "after": round(before + test["delta"], 4),
-                "delta": round(test["delta"], 4),
-                "wins": test["wins"],
-                "losses": test["losses"],
-                "t_pvalue": round(test["t_pvalue"], 4),
-            }
-        )
+        counts = {"delta": round(test["delta"], 4), "wins": test["wins"], "losses": test["losses"]}
+        row = {
+            "stage": system,
+            "before": round(before, 4),
+            "after": round(before + test["delta"], 4),
+            **counts,
+        }
+        rows.append(row | {"t_pvalue": round(test["t_pvalue"], 4)})
     against = versus(name, folder, split, after, systems, args) if args.against else None
     return {
         **({"against": against} if against else {}),
@@ -226,12 +223,8 @@ def versus(name: str, folder: Path, split: str, after: dict, systems: dict, args
         out = ROOT / args.work / "eval" / f"{name}-{split}-adapted-{_weights_hash(other)}-{run_after}.json"
         theirs = evaluate(folder, str(other), split, run_after, out, args)["per_query"][stage]
         test = paired_test(theirs, after[system], METRIC)
-        found["stages"][system] = {
-            "delta": round(test["delta"], 4),
-            "wins": test["wins"],
-            "losses": test["losses"],
-            "t_pvalue": float(f"{test['t_pvalue']:.3g}"),  # p < 0.001 kept, not rounded to 0
-        }
+        counts = {"delta": round(test["delta"], 4), "wins": test["wins"], "losses": test["losses"]}
+        found["stages"][system] = counts | {"t_pvalue": float(f"{test['t_pvalue']:.3g}")}  # p < 0.001 not 0
         print(
             f"   {name} {system}: {args.label or 'default'} − {args.against} {test['delta']:+.4f} "
             f"({test['wins']} wins, {test['losses']} losses, p {test['t_pvalue']:.3g})",
@@ -289,7 +282,7 @@ def _seeds(args: ResultsAdaptArgs) -> list[int]:
         return [int(seed) for seed in args.seeds.split(",") if seed.strip()]
     except ValueError:
         raise SystemExit(
-            f"--seeds {args.seeds!r} is not a comma list of whole numbers, e.g. 42,1,2"
+            f"--seeds {args.seeds!r} is not a comma list of whole numbers: give e.g. 42,1,2"
         ) from None
 
 
@@ -299,12 +292,8 @@ def seeded(args: ResultsAdaptArgs, seed: int) -> ResultsAdaptArgs:
         return args
     tag = f"seed{seed}"
     against = "" if not args.against else tag if args.against == "default" else f"{args.against}-{tag}"
-    return replace(
-        args,
-        label=f"{args.label}-{tag}" if args.label else tag,
-        against=against,
-        adapt_args=f"{args.adapt_args} --seed {seed}".strip(),
-    )
+    label = f"{args.label}-{tag}" if args.label else tag
+    return replace(args, label=label, against=against, adapt_args=f"{args.adapt_args} --seed {seed}".strip())
 
 
 def dev_records(name: str, args: ResultsAdaptArgs, seeds: list[int]) -> dict | None:
@@ -324,14 +313,8 @@ def dev_records(name: str, args: ResultsAdaptArgs, seeds: list[int]) -> dict | N
         return None
 
     def spread(parts: dict[int, dict[str, float]]) -> dict:
-        stages = next(iter(parts.values()))
-        return {
-            stage: {
-                "deltas": [parts[seed][stage] for seed in seeds],
-                "mean": round(sum(parts[seed][stage] for seed in seeds) / len(seeds), 4),
-            }
-            for stage in stages
-        }
+        deltas = {stage: [parts[seed][stage] for seed in seeds] for stage in next(iter(parts.values()))}
+        return {stage: {"deltas": d, "mean": round(sum(d) / len(seeds), 4)} for stage, d in deltas.items()}
 
     summary = {
         "collection": found[seeds[0]]["collection"],
@@ -340,22 +323,16 @@ def dev_records(name: str, args: ResultsAdaptArgs, seeds: list[int]) -> dict | N
         "stages": spread({s: {r["stage"]: r["delta"] for r in found[s]["rows"]} for s in seeds}),
     }
     if args.against:
-        summary["against"] = {
-            "label": args.against,
-            "stages": spread(
-                {s: {k: v["delta"] for k, v in found[s]["against"]["stages"].items()} for s in seeds}
-            ),
-        }
+        against = {s: {k: v["delta"] for k, v in found[s]["against"]["stages"].items()} for s in seeds}
+        summary["against"] = {"label": args.against, "stages": spread(against)}
     shown = [("Δ", summary["stages"])] + (
         [(f"− {args.against}", summary["against"]["stages"])] if args.against else []
     )
     for what, stages in shown:
         for stage, values in stages.items():
             deltas = ", ".join(f"{d:+.4f}" for d in values["deltas"])
-            print(
-                f"   {name} {stage} {what} at seeds {args.seeds}: {deltas}; mean {values['mean']:+.4f}",
-                flush=True,
-            )
+            line = f"   {name} {stage} {what} at seeds {args.seeds}: {deltas}; mean {values['mean']:+.4f}"
+            print(line, flush=True)
     write_json(ROOT / args.work / f"{stem}-{args.label or 'default'}-seeds.json", summary)
     return summary
 
@@ -367,9 +344,7 @@ def run(args: ResultsAdaptArgs) -> dict:
         names = [n.strip() for n in args.collections.split(",") if n.strip()]
         known = DEV if args.dev else COLLECTIONS
         if args.against and not args.dev:
-            raise SystemExit(
-                "--against compares two dev settings: add --dev true (the test table has one setting)"
-            )
+            raise SystemExit("--against compares two dev settings: add --dev true")
         bad = [n for n in names if n not in known]
         if bad:
             raise SystemExit(

@@ -62,16 +62,14 @@ def suite_rows(evaluation: dict) -> list[dict]:
 def hub_user_row(name: str, record: dict) -> dict:
     """The lead metrics.json row of ``name`` from the hub-user record: what ``CrossEncoder(name)`` gets."""
     r = record["models"][name]
-    row = {
-        "dataset": r["dataset"],
-        "split": r["split"],
-        "task": r["task"],
-        "metric": r["metric"],
-        "before": r.get("before"),
+    how = f", BM25 top {r['depth']} re-ranked" if r["task"] == "reranking" else ", one order"
+    row = {key: r[key] for key in ("dataset", "split", "task", "metric")} | {"before": r.get("before")}
+    row |= {
         "after": r["value"],
-        "config": HUB_USER_CONFIG
-        + (f", BM25 top {r['depth']} re-ranked" if r["task"] == "reranking" else ", one order"),
+        "config": HUB_USER_CONFIG + how,
         "queries": r.get("queries") or r.get("pairs"),
+    }
+    row |= {
         "headline": True,
         "source": f"`{record['command']}` in ctxir's repository (docs/bench/hub-user.json)",
         "protocol": r["protocol"],

@@ -126,14 +126,7 @@ def p50(values) -> float:
     return sorted(values)[len(values) // 2]
 
 
-def p50_ratio_bounds(
-    first: list[tuple[float, float]],
-    last: list[tuple[float, float]],
-    block_s: float = 5.0,
-    confidence: float = 0.95,
-    resamples: int = 4000,
-    seed: int = 0,
-) -> dict:
+def p50_ratio_bounds(first: list, last: list, block_s=5.0, confidence=0.95, resamples=4000, seed=0) -> dict:
     """p50(last) / p50(first) of two windows' (t, seconds) searches, and one-sided bounds on it at ``confidence``
     by a block bootstrap over ``block_s``-second blocks (neighbouring searches are not independent)."""
     import numpy as np
@@ -161,9 +154,7 @@ def p50_ratio_bounds(
     }
 
 
-def analyse(
-    samples: list[dict], requests: list[dict], seconds: float, cap_bytes: int, args: SoakArgs
-) -> dict:
+def analyse(samples: list[dict], requests: list[dict], seconds: float, cap_bytes: int, args) -> dict:
     """The soak's figures and checks from samples and requests, ``t`` in seconds since the mix started."""
     width = seconds / WINDOWS
     bounds = [(i * width, (i + 1) * width) for i in range(WINDOWS)]
