@@ -115,11 +115,8 @@ def explain_bi_encoder(
         d_out = st.encode(document, output_value=None, convert_to_numpy=False)
     q_tokens, d_tokens = _pooled_tokens(st, q_out), _pooled_tokens(st, d_out)  # (n, hidden), (m, hidden)
     pairs = mean_pooling_contributions(q_tokens, d_tokens)  # (n, m)
-    cosine = float(
-        torch.nn.functional.cosine_similarity(
-            q_out["sentence_embedding"].double(), d_out["sentence_embedding"].double(), dim=0
-        )
-    )
+    q_vector, d_vector = q_out["sentence_embedding"].double(), d_out["sentence_embedding"].double()
+    cosine = float(torch.nn.functional.cosine_similarity(q_vector, d_vector, dim=0))
     total = float(pairs.sum())
     if abs(total - cosine) > EXACT_CHECK_ATOL:
         raise CtxirError(
@@ -198,10 +195,8 @@ def _bi_encoder_ig(st, query: str, document: str, n_steps: int, max_steps: int, 
     tokenizer = st.tokenizer
     q_enc, d_enc = _single_features(st, query), _single_features(st, document)
     words = st[0].auto_model.get_input_embeddings()
-    q_words, d_words = (
-        words(q_enc["input_ids"]).detach(),
-        words(d_enc["input_ids"]).detach(),
-    )  # (1, n|m, hidden)
+    q_words = words(q_enc["input_ids"]).detach()  # (1, n, hidden)
+    d_words = words(d_enc["input_ids"]).detach()  # (1, m, hidden)
     q_base = words(baseline_ids(tokenizer, q_enc["input_ids"], baseline)).detach()
     d_base = words(baseline_ids(tokenizer, d_enc["input_ids"], baseline)).detach()
     needs_layers = any(getattr(m, "layer", -1) != -1 for m in list(st)[1:])
