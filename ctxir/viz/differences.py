@@ -109,17 +109,11 @@ def query_differences(
                 f"{system!r}'s or {baseline!r}'s {metric} values are not all numbers: {err}"
             ) from None
         order = sorted(range(len(queries)), key=lambda i: (deltas[i], queries[i]))
-        found.append(
-            QueryDifferences(
-                system,
-                baseline,
-                metric,
-                tuple(queries[i] for i in order),
-                deltas[order],
-                None if pvalues is None or system not in pvalues else float(pvalues[system]),
-                None if adjusted is None or system not in adjusted else float(adjusted[system]),
-            )
+        p, p_adjusted = (
+            None if m is None or system not in m else float(m[system]) for m in (pvalues, adjusted)
         )
+        qids = tuple(queries[i] for i in order)
+        found.append(QueryDifferences(system, baseline, metric, qids, deltas[order], p, p_adjusted))
     return found
 
 
