@@ -155,10 +155,8 @@ def resolve_model(name: str) -> str:
             return str(packaged)
         raise CtxirError(
             f"model {name!r} is not in the local Hugging Face cache and the Hub cannot be reached (offline?). "
-            "Download it where there is network (`hf download "
-            + repo_id
-            + " --local-dir DIR`) and pass that "
-            f"folder instead, or use the built-in {DEFAULT_BI_ENCODER!r}."
+            f"Download it where there is network (`hf download {repo_id} --local-dir DIR`) and pass that folder "
+            f"instead, or use the built-in {DEFAULT_BI_ENCODER!r}."
         ) from err
 
 
