@@ -50,14 +50,11 @@ def env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def _env(name: str, default: str, help: str) -> Any:
-    """A flag whose default comes from environment variable ``name`` (read when the flags are parsed)."""
-    return field(default_factory=lambda: os.environ.get(name, default), metadata={"help": f"{help} [{name}]"})
-
-
-def _env_int(name: str, default: int, help: str) -> Any:
+def _env(name: str, default: Any, help: str) -> Any:
+    """A flag whose default (of ``default``'s type) comes from environment variable ``name`` when parsed."""
     return field(
-        default_factory=lambda: int(os.environ.get(name, default)), metadata={"help": f"{help} [{name}]"}
+        default_factory=lambda: type(default)(os.environ.get(name, default)),
+        metadata={"help": f"{help} [{name}]"},
     )
 
 
@@ -66,7 +63,7 @@ class _AppArgs:
     host: str = _env(
         "CTXIR_HOST", "", "interface to listen on; empty = gradio's (GRADIO_SERVER_NAME or 127.0.0.1)"
     )
-    port: int = _env_int("CTXIR_PORT", 0, "port; 0 = gradio's default (GRADIO_SERVER_PORT or 7860)")
+    port: int = _env("CTXIR_PORT", 0, "port; 0 = gradio's default (GRADIO_SERVER_PORT or 7860)")
     corpus: str = _env(
         "CTXIR_CORPUS", "", "BEIR folder or corpus file (.txt/.jsonl/.csv/.tsv); empty = built-in demo corpus"
     )
@@ -95,28 +92,24 @@ class _AppArgs:
         "base in int8: docs/bench/shipped-int8-suite.json says where it keeps the 0.005 rule). "
         "Exported once into the cache folder. A GPU, the explanations and the inspection views use torch",
     )
-    torch_threads: int = _env_int(
+    torch_threads: int = _env(
         "CTXIR_TORCH_THREADS",
         0,
         "torch intra-op threads; 0 = torch's default (all cores, "
         "fastest on a machine of its own); 1 is steadier on a CPU shared with other jobs",
     )
-    max_attention_tokens: int = _env_int(
+    max_attention_tokens: int = _env(
         "CTXIR_MAX_ATTENTION_TOKENS", 256, "longest input (tokens) the attention view accepts"
     )
-    max_upload_docs: int = _env_int(
-        "CTXIR_MAX_UPLOAD_DOCS", 5_000, "most documents an uploaded corpus may have"
-    )
-    rerank_depth: int = _env_int(
-        "CTXIR_RERANK_DEPTH", 20, "default number of first-stage candidates re-scored"
-    )
-    max_extra_models: int = _env_int(
+    max_upload_docs: int = _env("CTXIR_MAX_UPLOAD_DOCS", 5_000, "most documents an uploaded corpus may have")
+    rerank_depth: int = _env("CTXIR_RERANK_DEPTH", 20, "default number of first-stage candidates re-scored")
+    max_extra_models: int = _env(
         "CTXIR_MAX_EXTRA_MODELS",
         2,
         "models visitors load by Hub id to compare (Search, Pair scoring, Token embeddings, Attention) kept at "
         "once, the least recently used evicted first; 0 = none (docs/guides/app.md)",
     )
-    max_extra_mb: int = _env_int("CTXIR_MAX_EXTRA_MB", 1024, "MiB of weights those models may hold in all")
+    max_extra_mb: int = _env("CTXIR_MAX_EXTRA_MB", 1024, "MiB of weights those models may hold in all")
     allow_remote_code: bool = field(
         default=False,
         metadata={
@@ -124,38 +117,38 @@ class _AppArgs:
             "config); off by default [CTXIR_TRUST_REMOTE_CODE]"
         },
     )
-    max_output_mb: int = _env_int(
+    max_output_mb: int = _env(
         "CTXIR_MAX_OUTPUT_MB",
         200,
         "most MB of returned files (figures, attention HTML) kept on disk; the oldest are removed first "
         "(the plotly.js every interactive page loads is kept besides)",
     )
-    output_max_age_s: int = _env_int("CTXIR_OUTPUT_MAX_AGE_S", 600, "seconds a returned file is kept on disk")
-    concurrency: int = _env_int(
+    output_max_age_s: int = _env("CTXIR_OUTPUT_MAX_AGE_S", 600, "seconds a returned file is kept on disk")
+    concurrency: int = _env(
         "CTXIR_CONCURRENCY", 2, "model views (search, pair scoring, ...) run at once; see ctxir/app/limits.py"
     )
-    slow_concurrency: int = _env_int(
+    slow_concurrency: int = _env(
         "CTXIR_SLOW_CONCURRENCY",
         1,
         "slow views (attention, explain, upload, t-SNE, ...) run at once, beside the model views",
     )
-    max_queue: int = _env_int(
+    max_queue: int = _env(
         "CTXIR_MAX_QUEUE",
         32,
         "requests that may wait; one more is refused at once with 'busy, try again' (docs/reference/app.md)",
     )
-    max_sessions: int = _env_int(
+    max_sessions: int = _env(
         "CTXIR_MAX_SESSIONS",
         128,
         "visitors' sessions whose last outputs Gradio keeps in memory; the least recently active are dropped first",
     )
-    malloc_arenas: int = _env_int(
+    malloc_arenas: int = _env(
         "CTXIR_MALLOC_ARENAS",
         2,
         "glibc malloc arenas (0 = glibc's default, 8 per core); "
         "2 keeps RSS from growing burst after burst (docs/reference/app.md)",
     )
-    closed_session_s: int = _env_int(
+    closed_session_s: int = _env(
         "CTXIR_CLOSED_SESSION_S",
         60,
         "seconds Gradio's state of a visitor who left (page closed, API client closed) is kept after "

@@ -201,7 +201,7 @@ def test_score_pairs_three_scores_and_input_formation(state, presets):
     assert form["token_type_ids"] == [0] * (sep + 1) + [1] * (len(form["tokens"]) - sep - 1)
     assert form["text"].startswith("[CLS] how do bats find insects at night [SEP] bats")
     assert result.extra_rows[0] == {"position": 0, "token": "[CLS]", "token_id": 101, "token_type": 0}
-    assert "scores" in result.figures
+    assert result.data["documents"] == presets["pair_documents"]  # what the chart and its PNG draw
 
 
 def test_score_pairs_bad_input(state):

@@ -374,13 +374,13 @@ def test_every_explain_with_offers_a_cross_encoder_loaded_by_id(state):
     load = [fn for fn in fns if fn.outputs == [explain_tab_radio]]  # the button's click and the box's submit
     assert len(load) == 2 and load[0].fn is load[1].fn
     load = load[0]
-    update = load.fn(CROSS, None)
+    update = load.fn(CROSS)
     assert update[0]["value"] == CROSS and CROSS in update[0]["choices"]
     with pytest.raises(gr.Error, match=r"model 'not an id'"):
-        load.fn("not an id", None)
+        load.fn("not an id")
     # the Search tab's Load offers it to the search and to "Explain with" under its results
     search_load = next(fn for fn in fns if len(fn.outputs) == 2 and fn.outputs[1] in radios)
-    choices = [u["choices"] for u in search_load.fn(CROSS, None)]
+    choices = [u["choices"] for u in search_load.fn(CROSS)]
     assert CROSS in choices[0] and CROSS in choices[1]
     # Pair scoring: after an answer, its radio is refreshed with what is loaded now
     pair_radio = next(r for r in radios if r is not explain_tab_radio and r is not search_load.outputs[1])

@@ -65,7 +65,7 @@ def call(demo, api: str, *values):
     """The endpoint's callback with ``values``; inputs not given get their defaults, as a client that sends fewer."""
     block_fn = endpoint(demo, api)
     padded = [*values, *(block.value for block in block_fn.inputs[len(values) :])]
-    return block_fn.fn(*padded, None)  # the request: none outside a served app
+    return block_fn.fn(*padded)
 
 
 def is_png(path) -> bool:

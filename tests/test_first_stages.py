@@ -140,5 +140,5 @@ def test_one_entry_adds_a_first_stage_to_the_app_and_its_api(shared_words, _tiny
     [endpoint] = [fn for fn in demo.fns.values() if fn.api_name == "search"]
     assert "shared-words (the query words a document holds)" in endpoint.fn.__doc__
     inputs = ("river otters", "toy", "shared-words", "none", 3, 10, "fused", None, None)  # prompts: the own
-    _table, summary, data = endpoint.fn(*inputs, None)
+    _table, summary, data = endpoint.fn(*inputs)
     assert [h["doc_id"] for h in data["hits"]] == ["d1", "d3"] and "2 results" in summary

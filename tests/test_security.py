@@ -7,7 +7,6 @@ one Gradio session, like one browser tab).
 
 from __future__ import annotations
 
-import dataclasses
 import html
 import json
 import os
@@ -381,20 +380,22 @@ def test_60_attention_requests_keep_the_output_folder_under_its_cap(state, outpu
         fig.add_subplot().plot([0, 1])
         return fig
 
+    monkeypatch.setattr(attention_tab, "attention", lambda *a, **k: real)
     monkeypatch.setattr(
         attention_tab,
-        "attention",
-        lambda *a, **k: dataclasses.replace(
-            real, figures={"heatmap": small_figure(), "head_summary": small_figure()}
-        ),
+        "attention_pngs",
+        lambda out, data: [
+            out.png(small_figure(), "attention-heatmap"),
+            out.png(small_figure(), "head-summary"),
+        ],
     )
     demo = app.build_demo(state, outputs=outputs)
     callback = next(fn.fn for fn in demo.fns.values() if fn.api_name == "attention")
     peak, written = 0, 0
     for _ in range(60):
         _summary, _frame_html, html_file, heat, head_png, *_ = callback(
-            "bi-encoder", "the river bank", "", "model", [], [], 0, 0, True, None
-        )  # png_figures: the PNGs too; no request outside a served app
+            "bi-encoder", "the river bank", "", "model", [], [], 0, 0, True
+        )  # png_figures: the PNGs too
         written += sum(Path(p).stat().st_size for p in (html_file, heat, head_png))
         assert Path(html_file).parent == outputs.root and Path(html_file).read_text().startswith(
             "<!DOCTYPE html>"

@@ -1,9 +1,9 @@
-"""The app's public API: what each endpoint does, what each argument means, what each output is called."""
+"""The app's public API: what each endpoint does and what each argument means (its outputs' names: their labels)."""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import gradio as gr
 
@@ -15,9 +15,7 @@ logger = logging.getLogger("ctxir.app")
 @dataclass(frozen=True)
 class Endpoint:
     description: str
-    args: dict[str, str]
-    # names of the outputs that have no label, in order: (component class name, name)
-    unlabelled: tuple[tuple[str, str], ...] = field(default=())
+    args: dict[str, str]  # each argument's meaning, in the order the endpoint takes them
 
 
 def first_stage_help() -> str:
@@ -41,7 +39,6 @@ _PROMPTS = {
     "config_sentence_transformers.json), '' for none",
     "document_prompt": "the text it puts before each document: default its own, '' for none",
 }
-_EXPLANATION = (("Markdown", "summary"), ("JSON", "numbers"))
 _PNG_FIGURES = (
     "also draw the matplotlib figures and return them as PNG files (default false: their PNG outputs are None; "
     "each figure costs as much as the view or more, and a client downloads every returned file on every call)"
@@ -58,7 +55,6 @@ ENDPOINTS: dict[str, Endpoint] = {
             + "; another one encodes the corpus again (refused "
             "above the app's compare limit of documents); BM25 uses no prompt",
         },
-        (("Markdown", "summary"), ("JSON", "numbers")),
     ),
     "explain_result": Endpoint(
         "Explain why one search result scored as it did: each word's share of the bi-encoder's cosine and of the "
@@ -71,7 +67,6 @@ ENDPOINTS: dict[str, Endpoint] = {
             "reranker": "the search's re-ranker, which auto explains with (a loaded kind or a cross-encoder's Hub id)",
             **_PROMPTS,
         },
-        _EXPLANATION,
     ),
     "what_moved": Endpoint(
         "The documents a re-ranker moved most in a search, and the words that drove each move.",
@@ -81,7 +76,6 @@ ENDPOINTS: dict[str, Endpoint] = {
             "mode": _SEARCH_ARGS["mode"],
             **_PROMPTS,
         },
-        (("Markdown", "summary"), ("Dataframe", "movers"), ("JSON", "numbers")),
     ),
     "compare_pooling": Endpoint(
         "The same query through mean- and CLS-pooled embeddings of one layer: two rankings side by side.",
@@ -92,13 +86,11 @@ ENDPOINTS: dict[str, Endpoint] = {
             "k": "how many results per pooling",
             **_PROMPTS,
         },
-        (("Dataframe", "rankings"), ("Markdown", "summary"), ("JSON", "numbers")),
     ),
     "upload_corpus": Endpoint(
         "Index a corpus file (.txt, .jsonl, .csv, .tsv) for this session only; its name (in the JSON) can then be "
         "searched.",
         {"file": "the corpus file"},
-        (("Markdown", "summary"), ("JSON", "numbers")),
     ),
     "score_pairs": Endpoint(
         "Score one query against several documents with every loaded model: scores and ranks side by side.",
@@ -112,12 +104,6 @@ ENDPOINTS: dict[str, Endpoint] = {
             "document_prompt": _PROMPTS["document_prompt"] + "; left as the bi-encoder's own, a bi-encoder "
             "compared by id keeps its own prompts",
         },
-        (
-            ("File", "chart_png"),
-            ("Markdown", "pair_formation"),
-            ("Dataframe", "pair_tokens"),
-            ("JSON", "numbers"),
-        ),
     ),
     "explain": Endpoint(
         "Explain any query-document score: each word's share of the bi-encoder's cosine and of the re-ranker's "
@@ -128,12 +114,10 @@ ENDPOINTS: dict[str, Endpoint] = {
             "model": "auto, bi-encoder, a loaded re-ranker, or a cross-encoder's Hub id (loaded on demand)",
             **_PROMPTS,
         },
-        _EXPLANATION,
     ),
     "model_info": Endpoint(
         "A loaded model's facts (layers, heads, vocabulary) and how it tokenises a text.",
         {"model": "which model: bi-encoder, or a loaded re-ranker", "text": "a text to tokenise"},
-        (("Markdown", "summary"), ("JSON", "numbers")),
     ),
     "token_embeddings": Endpoint(
         "Every token of the sentences as a point in 2-D (PCA, t-SNE, UMAP) at two layers, and how far each token "
@@ -146,7 +130,6 @@ ENDPOINTS: dict[str, Endpoint] = {
             "layer_b": "the second layer to project",
             "methods": "projections: pca, tsne, umap",
         },
-        (("File", "projection_png"), ("File", "drift_png"), ("Markdown", "summary"), ("JSON", "numbers")),
     ),
     "layer_similarity": Endpoint(
         "One word in several sentences compared layer by layer, with the whole sentences' cosine beside it.",
@@ -155,12 +138,10 @@ ENDPOINTS: dict[str, Endpoint] = {
             "sentences": "sentences containing the word, one per line",
             "word": "the word to follow",
         },
-        (("File", "word_png"), ("File", "sentence_png"), ("Markdown", "summary"), ("JSON", "numbers")),
     ),
     "sentence_similarity": Endpoint(
         "How alike whole sentences are at a chosen layer and pooling: a cosine matrix.",
         {"sentences": "sentences, one per line", "layer": "the layer to pool", "pooling": "mean or cls"},
-        (("File", "heatmap_png"), ("JSON", "numbers")),
     ),
     "attention": Endpoint(
         "Where each attention head looks for a text (or a text pair): bertviz's view, one head's heatmap and a "
@@ -176,25 +157,14 @@ ENDPOINTS: dict[str, Endpoint] = {
             "heatmap_head": "the heatmap's head",
             "png_figures": _PNG_FIGURES,
         },
-        (
-            ("Markdown", "summary"),
-            ("HTML", "bertviz_view"),
-            ("File", "bertviz_html"),
-            ("File", "heatmap_png"),
-            ("File", "head_summary_png"),
-            ("Dataframe", "head_summary"),
-            ("JSON", "numbers"),
-        ),
     ),
     "failure_report": Endpoint(
         "A drill-down of the worst queries of an evaluation results JSON (ctxir evaluate) or report JSON.",
         {"file": "a results or report JSON", "worst": "how many of the worst queries to show"},
-        (("Markdown", "summary"), ("HTML", "report_view"), ("File", "report_html"), ("JSON", "numbers")),
     ),
     "failure_report_sample": Endpoint(
         "The failure report of the bundled sample run.",
         {"worst": "how many of the worst queries to show"},
-        (("Markdown", "summary"), ("HTML", "report_view"), ("File", "report_html"), ("JSON", "numbers")),
     ),
     "classify": Endpoint(
         "Classify texts by the encoder's embeddings: zero-shot against label descriptions, or few-shot from "
@@ -208,7 +178,6 @@ ENDPOINTS: dict[str, Endpoint] = {
             "template": "the zero-shot prompt, with {label} or {description} in it",
             "projection": "the embedding map's 2-D projection: pca or tsne",
         },
-        (("Markdown", "summary"), ("Dataframe", "neighbours"), ("JSON", "numbers")),
     ),
 }
 
@@ -229,34 +198,12 @@ def public_events(demo: gr.Blocks) -> list:
 
 
 def document_api(demo: gr.Blocks) -> gr.Blocks:
-    """Docstrings and output names from ``ENDPOINTS`` onto the demo's public endpoints."""
-    # id(component) → the name given here: endpoints that share outputs (/failure_report, /failure_report_sample)
-    named: dict[int, str] = {}
+    """Docstrings (MCP tools) and names from ``ENDPOINTS`` onto the demo's public endpoints."""
     for fn in public_events(demo):
         endpoint = ENDPOINTS.get(fn.api_name)
         if endpoint is None:
             logger.warning("API endpoint /%s is not documented in ctxir/app/api.py", fn.api_name)
-            continue
-        if fn.fn is not None:
+        elif fn.fn is not None:
             fn.fn.__doc__ = docstring(endpoint)
             fn.fn.__name__ = fn.api_name  # the MCP tool's name (Gradio names a tool after its function)
-        # an output an earlier endpoint named is still one of this entry's, and gets the same name
-        unlabelled = [c for c in fn.outputs if not getattr(c, "label", None) or id(c) in named]
-        names = list(endpoint.unlabelled)
-        if (
-            len(unlabelled) != len(names)
-            or any(type(c).__name__ != kind for c, (kind, _) in zip(unlabelled, names, strict=False))
-            or any(named.get(id(c), name) != name for c, (_, name) in zip(unlabelled, names, strict=False))
-        ):
-            logger.warning(
-                "API endpoint /%s: unlabelled outputs %s do not match ctxir/app/api.py's %s",
-                fn.api_name,
-                [type(c).__name__ for c in unlabelled],
-                [kind for kind, _ in names],
-            )
-            continue
-        for component, (_, name) in zip(unlabelled, names, strict=True):
-            component.label = name
-            component.show_label = False  # a name for the API; the page looks as before
-            named[id(component)] = name
     return demo

@@ -10,8 +10,8 @@ import numpy as np
 
 from ctxir.app import figures, links
 from ctxir.app.models import BI_ENCODER
-from ctxir.app.state import AppState, LazyFigures, ViewResult
-from ctxir.app.ui import Ui, exports, frame, guard, show, steps
+from ctxir.app.state import AppState, ViewResult
+from ctxir.app.ui import PROGRESS, Ui, exports, frame, guard, show, steps
 from ctxir.checks import check_choice, check_int, check_text
 from ctxir.data.demo import demo_presets
 from ctxir.types import CtxirError
@@ -44,13 +44,7 @@ def attention(
     model: str = BI_ENCODER,
 ) -> ViewResult:
     """bertviz head/model view (offline HTML), a heatmap of one layer/head, and a per-head summary."""
-    from ctxir.viz import (
-        attention_heatmap,
-        bertviz_document,
-        check_attention_size,
-        head_summary,
-        head_summary_figure,
-    )
+    from ctxir.viz import bertviz_document, check_attention_size, head_summary
 
     cfg = state.config
     text = check_text(text, "text", cfg.max_text_chars)
@@ -69,12 +63,6 @@ def attention(
     )
     build_ms = (time.perf_counter() - started) * 1000
     summary = head_summary(internals, cfg.decimals)
-    figures = LazyFigures(
-        {
-            "heatmap": lambda: attention_heatmap(internals, heatmap_layer, heatmap_head),
-            "head_summary": lambda: head_summary_figure(summary),
-        }
-    )
     d = cfg.decimals
     data = {
         "tokens": internals.tokens,
@@ -100,7 +88,7 @@ def attention(
         f"{len(document.encode()) / 2**20:.2f} MiB of HTML (weights rounded to {d} decimals), built in "
         f"{build_ms:.0f} ms; drawn in the frame below with no internet access."
     )
-    return ViewResult(rows=summary, figures=figures, data=data, text=text_out, html=document)
+    return ViewResult(rows=summary, data=data, text=text_out, html=document)
 
 
 # ctxir.viz.head_summary's rows
@@ -110,25 +98,8 @@ HEAD_SUMMARY_COLUMNS = [
 ]
 
 
-def attention_plots(data: dict) -> tuple:
-    """The attention answer drawn: one head's weights (rows attend to columns) and the per-head summary grids."""
-    heat, tokens = data["heatmap"], data["tokens"]
-    n = len(tokens)
-    weights = figures.heatmap(
-        heat["weights"],
-        tokens,
-        tokens,
-        f"attention of layer {heat['layer']}, head {heat['head']}: each row (a token) spreads "
-        "1.0 over the columns it looks at",
-        figures.HeatmapStyle(
-            "weight", "token", "looks at", zmin=0.0, decimals=2, height=min(900, max(420, 200 + 16 * n))
-        ),
-    )
-    return weights, figures.head_grids(data["head_summary"])
-
-
 def attention_pngs(out, data: dict) -> list[str]:
-    """The heatmap and per-head summary PNGs drawn from the answer's JSON (``data``)."""
+    """The heatmap and per-head summary PNGs, drawn from the answer's JSON (``data``)."""
     from ctxir.viz import attention_weights_figure, head_summary_figure
 
     heat = data["heatmap"]
@@ -158,20 +129,17 @@ def build(ui: Ui) -> None:
         heatmap_layer,
         heatmap_head,
         png_figures,
-        request: gr.Request,
-        progress=gr.Progress(),  # noqa: B008 (gradio's pattern)
+        progress=PROGRESS,
     ):
-        ui.visitor(request)
+        ui.visitor()
         # a model typed by Hub id loads here (bounded cache, one load at a time), its load in the progress bar
         state.models.inspectable(model, progress=steps(progress))
         progress(0.1, desc="forward pass and bertviz view")
         r = attention(state, text, text_pair, view, layers, heads, heatmap_layer, heatmap_head, model)
         from ctxir.viz import iframe, script_files, with_script_urls
 
-        # PNGs only on request (each costs more than the view; gradio_client downloads every file): after_attention
-        # draws them for the page
-        names = {"heatmap": "attention-heatmap", "head_summary": "head-summary"}
-        pngs = [out.png(r.figures[key], stem) if png_figures else None for key, stem in names.items()]
+        # PNGs only on request (each costs more than the view; gradio_client downloads every file)
+        pngs = attention_pngs(out, r.data) if png_figures else [None, None]
         # the page's view links jQuery and d3 from this app (cached); the download stays the standalone page
         sources = script_files()
         shown = with_script_urls(r.html, lambda name: out.url(out.shared(name, lambda: sources[name])))
@@ -179,7 +147,17 @@ def build(ui: Ui) -> None:
         return r.text, iframe(shown, height=700), page, *pngs, frame(r.rows), r.data
 
     def after_attention(data, html_file, *pngs):
-        weights, heads = attention_plots(data)
+        heat, tokens = data["heatmap"], data["tokens"]
+        height = min(900, max(420, 200 + 16 * len(tokens)))
+        weights = figures.heatmap(
+            heat["weights"],
+            tokens,
+            tokens,
+            f"attention of layer {heat['layer']}, head {heat['head']}: each row (a token) spreads "
+            "1.0 over the columns it looks at",
+            figures.HeatmapStyle("weight", "token", "looks at", zmin=0.0, decimals=2, height=height),
+        )
+        heads = figures.head_grids(data["head_summary"])
         # the answer's PNGs, else drawn here from its JSON: the page still offers them, outside the API call's time
         pngs = pngs if all(pngs) else attention_pngs(out, data)
         files = [html_file, *pngs]
@@ -217,16 +195,16 @@ def build(ui: Ui) -> None:
         heat_head = gr.Slider(0, n_heads - 1, value=0, step=1, label="heatmap head", min_width=160)
     att_png = ui.png_wanted()
     att_button = gr.Button("Show attention", variant="primary", elem_id="attention-button")
-    att_summary = gr.Markdown(elem_id="attention-summary")
-    att_html = gr.HTML(elem_id="attention-view")
+    att_summary = ui.summary("attention-summary")
+    att_html = gr.HTML(elem_id="attention-view", label="bertviz_view", show_label=False)
     att_heat = ui.plot("One head's attention (hover a cell)", "attention-heatmap")
     att_heads_plot = ui.plot("Per-head summary: layers × heads (hover a cell)", "head-summary")
     # bertviz HTML and two PNGs (None unless asked for), as the API returns them
-    att_returned = [gr.File(visible=False) for _ in range(3)]
+    att_returned = [ui.returned(n) for n in ("bertviz_html", "heatmap_png", "head_summary_png")]
     att_files = ui.downloads("bertviz HTML (offline), PNG, interactive HTML, CSV, JSON")
     link = links.offer("attention", "attention-link")
     with gr.Accordion("Per-head summary as a table", open=False):
-        att_table = gr.Dataframe(frame([], HEAD_SUMMARY_COLUMNS), wrap=True, elem_classes=["ctxir-table"])
+        att_table = ui.table(value=frame([], HEAD_SUMMARY_COLUMNS), label="head_summary", show_label=False)
     att_json = ui.numbers()
 
     shown = ui.view_event(

@@ -143,6 +143,6 @@ def build_app(
         # on page load too: a page opened after indexing ended must not show the line it was built with
         for event in (timer.tick, demo.load):
             event(indexing_status, None, [indexing, timer], show_progress="hidden", **PRIVATE)
-    document_api(demo)  # docstrings (MCP tools) and output names (view_api) of every public endpoint
+    document_api(demo)  # docstrings (MCP tools) of every public endpoint
     plain_errors_for_api(fill_missing_inputs(demo))  # escaped for the page, plain text for API clients
     return App(demo, state, ui.out, first)

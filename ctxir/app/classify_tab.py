@@ -296,8 +296,8 @@ def build(ui: Ui) -> None:
     out = ui.out
 
     @guard
-    def do_classify(texts, labels, examples, method, k, template, projection, request: gr.Request):
-        ui.visitor(request)
+    def do_classify(texts, labels, examples, method, k, template, projection):
+        ui.visitor()
         r = classify_view(ui.state, texts, labels, examples, method, k, template, projection)
         return r.text, frame(r.rows), frame(r.extra_rows, NEIGHBOUR_COLUMNS), r.data
 
@@ -345,18 +345,15 @@ def build(ui: Ui) -> None:
     with gr.Row():
         cls_button = gr.Button("Classify", variant="primary", elem_id="classify-button")
         sample_button = gr.Button("Load the AG News sample", elem_id="classify-sample-button")
-    cls_summary = gr.Markdown(elem_id="classify-summary")
+    cls_summary = ui.summary("classify-summary")
     cls_table = ui.table("classify-table", "Predictions: the score of every label", "fit")
     cls_bars = ui.plot("Score per label, per text (hover a bar)", "classify-bars")
     cls_map = ui.plot(
         "Embedding map: colour = class; ◆ texts, ● examples, ★ labels (hover a point)", "classify-map"
     )
     with gr.Accordion("Nearest labelled examples of each text", open=False):
-        cls_neighbours = gr.Dataframe(
-            frame([], NEIGHBOUR_COLUMNS),
-            wrap=True,
-            elem_classes=["ctxir-table", "ctxir-fit-table"],
-            elem_id="classify-neighbours",
+        cls_neighbours = ui.table(
+            "classify-neighbours", "neighbours", "fit", value=frame([], NEIGHBOUR_COLUMNS), show_label=False
         )
     cls_files = ui.downloads("interactive HTML, CSV, JSON")
     cls_json = ui.numbers()

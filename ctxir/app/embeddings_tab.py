@@ -12,7 +12,7 @@ from ctxir.app.config import Progress
 from ctxir.app.models import BI_ENCODER, check_layer
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, split_lines
-from ctxir.app.ui import Ui, exports, frame, guard, show, steps
+from ctxir.app.ui import PROGRESS, Ui, exports, frame, guard, show, steps
 from ctxir.checks import check_choice, check_text
 from ctxir.data.demo import demo_presets
 from ctxir.types import CtxirError
@@ -161,39 +161,6 @@ def token_embeddings(
     )
 
 
-def projection_plots(data: dict) -> tuple:
-    """The token-embeddings answer drawn: the projections and sentence 1's consecutive-layer heatmap."""
-    tokens = data["tokens"]
-    points = {
-        (m, int(layer)): np.asarray(xy)
-        for m, by_layer in data["points"].items()
-        for layer, xy in by_layer.items()
-    }
-    names = [f"{i + 1}: {s}" for i, s in enumerate(data["sentences"])]
-    projection = figures.projection(
-        points,
-        [t["token"] for t in tokens],
-        [t["sentence"] - 1 for t in tokens],
-        names,
-        [t["highlight"] for t in tokens],
-    )
-    first = data["consecutive_layer_cosine"][0]
-    cosine = np.asarray(first["cosine"])  # (layer transitions, tokens)
-    drift = figures.heatmap(
-        cosine.T,
-        first["tokens"],
-        [f"{i}→{i + 1}" for i in range(cosine.shape[0])],
-        "how much each token of sentence 1 changes from one layer to the next (cosine; low = changed)",
-        figures.HeatmapStyle(value_name="cosine", row_name="token", col_name="layers", zmax=1.0),
-    )
-    return projection, drift
-
-
-def load_first(state: AppState, model: str, progress) -> None:
-    """A model typed by name is loaded before the view runs, so its load shows in the progress bar."""
-    state.models.inspectable(model, progress=steps(progress))
-
-
 def build(ui: Ui) -> None:
     """The Token embeddings tab (inside an open gr.Tab): four sub-tabs, one event each."""
     presets = demo_presets()
@@ -219,15 +186,15 @@ def tokens_tab(ui: Ui, model, presets: dict) -> None:
     state = ui.state
 
     @guard
-    def do_model_info(model, text, request: gr.Request, progress=gr.Progress()):  # noqa: B008 (gradio's pattern)
-        ui.visitor(request)
-        load_first(state, model, progress)
+    def do_model_info(model, text, progress=PROGRESS):
+        ui.visitor()
+        state.models.inspectable(model, progress=steps(progress))  # a model typed by name loads first
         r = model_info(state, model, text)
         return r.text, frame(r.rows), r.data
 
     text = gr.Textbox(label="Text to tokenize", value=presets["bank_contexts"][1])
     button = gr.Button("Inspect", variant="primary", elem_id="info-button")
-    summary = gr.Markdown(elem_id="info-summary")
+    summary = ui.summary("info-summary")
     table = gr.Dataframe(label="Tokens", elem_classes=["ctxir-table"], visible=False)
     json = ui.numbers()
     info = ui.view_event(
@@ -248,18 +215,9 @@ def projection_tab(ui: Ui, model, presets: dict) -> None:
     state, out, n_layers = ui.state, ui.out, ui.models.num_layers
 
     @guard
-    def do_token_embeddings(
-        model,
-        sentences,
-        word,
-        layer_a,
-        layer_b,
-        methods,
-        request: gr.Request,
-        progress=gr.Progress(),  # noqa: B008 (gradio's pattern)
-    ):
-        ui.visitor(request)
-        load_first(state, model, progress)
+    def do_token_embeddings(model, sentences, word, layer_a, layer_b, methods, progress=PROGRESS):
+        ui.visitor()
+        state.models.inspectable(model, progress=steps(progress))  # a model typed by name loads first
         r = token_embeddings(
             state, sentences, layer_a, layer_b, methods, word or "", model, progress=steps(progress)
         )
@@ -267,7 +225,24 @@ def projection_tab(ui: Ui, model, presets: dict) -> None:
         return *[out.png(r.figures[key], stem) for key, stem in stems.items()], r.text, r.data
 
     def after_projection(data, *pngs):
-        projection, drift = projection_plots(data)
+        tokens = data["tokens"]
+        points = {
+            (m, int(layer)): np.asarray(xy)
+            for m, by_layer in data["points"].items()
+            for layer, xy in by_layer.items()
+        }
+        names = [f"{i + 1}: {s}" for i, s in enumerate(data["sentences"])]
+        sentences, highlight = [t["sentence"] - 1 for t in tokens], [t["highlight"] for t in tokens]
+        projection = figures.projection(points, [t["token"] for t in tokens], sentences, names, highlight)
+        first = data["consecutive_layer_cosine"][0]
+        cosine = np.asarray(first["cosine"])  # (layer transitions, tokens)
+        drift = figures.heatmap(
+            cosine.T,
+            first["tokens"],
+            [f"{i}→{i + 1}" for i in range(cosine.shape[0])],
+            "how much each token of sentence 1 changes from one layer to the next (cosine; low = changed)",
+            figures.HeatmapStyle(value_name="cosine", row_name="token", col_name="layers", zmax=1.0),
+        )
         files = exports(
             out, "token-embeddings", data=data, rows=data["tokens"], plots=[projection, drift], files=pngs
         )
@@ -286,10 +261,10 @@ def projection_tab(ui: Ui, model, presets: dict) -> None:
         layer_b = gr.Slider(0, n_layers, value=n_layers, step=1, label="layer B", min_width=140)
         methods = gr.CheckboxGroup(["pca", "tsne"], value=["pca", "tsne"], label="Projections", min_width=140)
     button = gr.Button("Project tokens", variant="primary", elem_id="project-button")
-    summary = gr.Markdown(elem_id="project-summary")
+    summary = ui.summary("project-summary")
     plot = gr.Plot(label="Token vectors in 2-D (hover a point)", visible=False, elem_id="projection-plot")
     drift_plot = gr.Plot(label="Consecutive-layer cosine of sentence 1", visible=False)
-    pngs = [gr.File(visible=False), gr.File(visible=False)]  # the PNGs the API returns
+    pngs = [ui.returned("projection_png"), ui.returned("drift_png")]
     files = ui.downloads("PNG, interactive HTML, CSV, JSON")
     json = ui.numbers()
     inputs = [model, sentences, word, layer_a, layer_b, methods]

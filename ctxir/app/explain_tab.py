@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import gradio as gr
@@ -279,23 +279,36 @@ def explain_result(
     return result
 
 
-@dataclass
 class Panel:
-    """The components that show one explanation; ``outputs`` in the order ``panel_values`` fills them."""
+    """An explanation display, hidden until one arrives; ``outputs`` in the order ``panel_values`` fills them."""
 
-    summary: Any
-    query: Any
-    document: Any
-    reranker: Any
-    pairs: Any
-    bars: Any
-    files: Any
-    json: Any
-    numbers: Any  # the accordion around json
-
-    @property
-    def outputs(self) -> list:
-        return [getattr(self, f.name) for f in fields(self)][:8]  # all but numbers
+    def __init__(self, prefix: str):
+        self.summary = gr.Markdown(elem_id=f"{prefix}-summary", label="summary", show_label=False)
+        # show_legend: Gradio's colour bar under each text, violet (-1, lowered the score) to red (+1, raised it)
+        shown = {
+            "show_legend": True,
+            "show_inline_category": False,
+            "combine_adjacent": False,
+            "visible": False,
+        }
+        self.query = gr.HighlightedText(
+            label="Query · bi-encoder (red raised the cosine, violet lowered it)", **shown
+        )
+        self.document = gr.HighlightedText(
+            label="Document · bi-encoder (same colour scale as the query)",
+            elem_id=f"{prefix}-document",
+            **shown,
+        )
+        self.reranker = gr.HighlightedText(
+            label="Query and document · re-ranker (red raised its score, violet lowered it)", **shown
+        )
+        self.pairs = plot("Cosine split over token pairs (hover a cell)", f"{prefix}-heatmap")
+        self.bars = plot("Re-ranker attribution per token (hover a bar)")
+        self.files = downloads("PNG, interactive HTML, JSON")
+        with gr.Accordion("Numbers of the explanation (JSON)", open=False, visible=False) as self.numbers:
+            self.json = gr.JSON(label="numbers", show_label=False)
+        parts = (self.query, self.document, self.reranker, self.pairs, self.bars, self.files)
+        self.outputs = [self.summary, *parts, self.json]
 
     def shows(self, event) -> None:
         """After ``event`` (which filled the panel) succeeds, show the parts this explanation has (privately)."""
@@ -311,32 +324,7 @@ class Panel:
                 gr.update(visible=True),
             ]
 
-        event.success(
-            visible,
-            [self.json, self.files],
-            [self.query, self.document, self.reranker, self.pairs, self.bars, self.files, self.numbers],
-            **PRIVATE,
-        )
-
-
-def panel(prefix: str) -> Panel:
-    """An explanation display (inside an open Blocks context); its parts are hidden until an explanation arrives."""
-    summary = gr.Markdown(elem_id=f"{prefix}-summary")
-    # show_legend: Gradio's colour bar under each text, violet (-1, lowered the score) to red (+1, raised it)
-    shown = {"show_legend": True, "show_inline_category": False, "combine_adjacent": False, "visible": False}
-    query = gr.HighlightedText(label="Query · bi-encoder (red raised the cosine, violet lowered it)", **shown)
-    document = gr.HighlightedText(
-        label="Document · bi-encoder (same colour scale as the query)", elem_id=f"{prefix}-document", **shown
-    )
-    reranker = gr.HighlightedText(
-        label="Query and document · re-ranker (red raised its score, violet lowered it)", **shown
-    )
-    pairs = plot("Cosine split over token pairs (hover a cell)", f"{prefix}-heatmap")
-    bars = plot("Re-ranker attribution per token (hover a bar)")
-    files = downloads("PNG, interactive HTML, JSON")
-    with gr.Accordion("Numbers of the explanation (JSON)", open=False, visible=False) as numbers:
-        data = gr.JSON()
-    return Panel(summary, query, document, reranker, pairs, bars, files, data, numbers)
+        event.success(visible, [self.json, self.files], [*self.outputs[1:-1], self.numbers], **PRIVATE)
 
 
 def panel_values(ui: Ui, r: ViewResult, stem: str = "explanation") -> tuple:
@@ -354,8 +342,8 @@ def build(ui: Ui) -> None:
     presets = demo_presets()
 
     @guard
-    def do_explain(query, document, model, query_prompt, document_prompt, request: gr.Request):
-        ui.visitor(request)
+    def do_explain(query, document, model, query_prompt, document_prompt):
+        ui.visitor()
         return panel_values(
             ui, explain_pair(state, query, document, model, "", None, query_prompt, document_prompt)
         )
@@ -382,7 +370,7 @@ def build(ui: Ui) -> None:
     wire_load(ui, other, load, [(model, model_choices)])
     prompts = prompt_boxes(ui, "explain")
     button = gr.Button("Explain", variant="primary", elem_id="explain-button")
-    shown = panel("explain")
+    shown = Panel("explain")
     shown.shows(
         button.click(do_explain, [query, document, model, *prompts], shown.outputs, api_name="explain")
     )

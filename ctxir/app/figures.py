@@ -67,7 +67,6 @@ class HeatmapStyle:
     height: int | None = None
     decimals: int = 3
     show_values: bool | None = None
-    label_chars: int = 24
 
 
 def heatmap(
@@ -96,8 +95,8 @@ def heatmap(
         scale = style.colorscale
     trace = go.Heatmap(
         z=z,
-        x=unique(col_labels, style.label_chars),
-        y=unique(row_labels, style.label_chars),
+        x=unique(col_labels),
+        y=unique(row_labels),
         customdata=custom,
         zmin=zmin,
         zmax=zmax,

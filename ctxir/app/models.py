@@ -39,8 +39,6 @@ def model_bytes(obj: Any) -> int:
     """Bytes of the torch weights and buffers ``obj`` holds: a torch module."""
     import torch
 
-    if isinstance(obj, tuple):
-        return sum(model_bytes(part) for part in obj)
     module = obj if isinstance(obj, torch.nn.Module) else getattr(obj, "model", None)
     if not isinstance(module, torch.nn.Module):
         return 0
@@ -142,7 +140,7 @@ class ModelCache:
             return value
 
     def check_open(self, what: str = "model") -> None:
-        """Refuse at once (before any download) where the deployer turned loading by name off (0 models)."""
+        """Refuse (before any download) where the deployer turned loading by name off."""
         if self.max_models == 0:
             raise CtxirError(
                 f"{what} cannot be loaded: this app loads no model on demand (its deployer set the model cache to 0 "

@@ -11,9 +11,9 @@ from ctxir.app import explain_tab, figures, links
 from ctxir.app.config import Progress, short_name
 from ctxir.app.models import BI_ENCODER, AppModels, chosen_prompts, prompts_said
 from ctxir.app.search_form import explain_with, model_choices, prompt_boxes
-from ctxir.app.state import AppState, LazyFigures, ViewResult
+from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, rounded, snippet, split_lines
-from ctxir.app.ui import Ui, exports, frame, guard, shares, show, steps
+from ctxir.app.ui import PROGRESS, Ui, exports, frame, guard, shares, show, steps
 from ctxir.checks import check_int, check_text
 from ctxir.data.demo import demo_presets
 from ctxir.encoders.bi_encoder import model_prompts
@@ -126,11 +126,10 @@ def score_pairs(
     values["bi_encoder_cosine"] = _cosines(models.bi_encoder, query, docs, given)
     added = extra_columns({name: role for name, (role, _) in extra.items()})
     for (name, (role, model)), field in zip(extra.items(), added, strict=True):
-        if role != CROSS_ENCODER:
-            prompts[name] = {**model_prompts(model), **changed}
         if role == CROSS_ENCODER:
             values[field] = np.asarray(model.score_pairs(query, docs), dtype=float).tolist()
         else:
+            prompts[name] = {**model_prompts(model), **changed}
             values[field] = _cosines(model, query, docs, prompts[name])
     probabilities, reading = _probabilities(models, values)
     rows = [
@@ -139,7 +138,6 @@ def score_pairs(
         | {key: rounded(p[i]) if p else None for key, p in probabilities.items()}
         for i, doc in enumerate(docs)
     ]
-    columns = chart_columns(rows, added)
     _add_ranks(rows, values, added)
     # how the pairs are read: by a re-ranker's body, else the bi-encoder's
     reader = next(
@@ -148,8 +146,6 @@ def score_pairs(
     positions = position_limit(reader.model.config)
     formations = [input_formation(reader.tokenizer, query, doc, positions=positions) for doc in docs]
     unavailable = {name: models.why_not(name) for name in RERANKERS if name not in models.rerankers}
-    from ctxir.viz import scores_figure
-
     data = {
         "query": query,
         "documents": docs,
@@ -162,7 +158,6 @@ def score_pairs(
     said = [prompts_said(p, md_code(n) if n in extra else "The bi-encoder") for n, p in prompts.items()]
     return ViewResult(
         rows=rows,
-        figures=LazyFigures({"scores": lambda: scores_figure(docs, columns)}),
         data=data,
         text="\n\n".join([_summary(reader.name, formations[0], unavailable, reading), *filter(None, said)]),
         extra_rows=[
@@ -246,15 +241,20 @@ INTRO = (
 )
 
 
-def after_scoring(out, data, png, models: AppModels):
-    """The page's chart, downloads (the answer's PNG, else drawn here) and Explain choices (a private step)."""
+def scores_png(out, data: dict) -> str:
+    """The chart's PNG, drawn from the answer's JSON (``data``)."""
     from ctxir.viz import scores_figure
 
-    docs = data["documents"]
     columns = chart_columns(data["scores"], extra_columns(data.get("models") or {}))
-    chart = figures.score_bars(docs, columns)
+    return out.png(scores_figure(data["documents"], columns), "pair-scores")
+
+
+def after_scoring(out, data, png, models: AppModels):
+    """The page's chart, downloads (the answer's PNG, else drawn here) and Explain choices (a private step)."""
+    docs = data["documents"]
+    chart = figures.score_bars(docs, chart_columns(data["scores"], extra_columns(data.get("models") or {})))
     # the page still offers the PNG: drawn here, outside the API call's round trip, when the call had none
-    png = png or out.png(scores_figure(docs, columns), "pair-scores")
+    png = png or scores_png(out, data)
     files = exports(out, "pair-scores", data=data, rows=data["scores"], plots=[chart], files=[png])
     choices = [(f"{i}. {d[:60]}", i) for i, d in enumerate(docs, 1)]
     shown = shown_names()
@@ -275,26 +275,19 @@ def build(ui: Ui) -> None:
 
     @guard
     def do_score_pairs(
-        query,
-        documents,
-        models,
-        png_figures,
-        query_prompt,
-        document_prompt,
-        request: gr.Request,
-        progress=gr.Progress(),  # noqa: B008 (gradio's pattern)
+        query, documents, models, png_figures, query_prompt, document_prompt, progress=PROGRESS
     ):
-        ui.visitor(request)
+        ui.visitor()
         r = score_pairs(state, query, documents, models, query_prompt, document_prompt, steps(progress))
         # the PNG only on request (it costs as much as the scoring); after_scoring draws it for the page
-        png = out.png(r.figures["scores"], "pair-scores") if png_figures else None
+        png = scores_png(out, r.data) if png_figures else None
         # the API's table keeps a column per model, loaded or not; after_scoring's leaves the empty ones out
         return frame(r.rows), png, r.text, frame(r.extra_rows), r.data
 
     @guard
-    def do_explain_pair(query, documents, number, model, query_prompt, document_prompt, request: gr.Request):
+    def do_explain_pair(query, documents, number, model, query_prompt, document_prompt):
         """The Explain panel's values for document ``number`` (1-based) of the typed ``documents``."""
-        ui.visitor(request)
+        ui.visitor()
         docs = split_lines(documents, "documents", ui.config.max_documents, ui.config.max_text_chars)
         document = docs[check_int(number, "document number", 1, len(docs)) - 1]
         r = explain_tab.explain_pair(state, query, document, model, "", None, query_prompt, document_prompt)
@@ -326,7 +319,7 @@ def build(ui: Ui) -> None:
     pair_button = gr.Button("Score pairs", variant="primary", elem_id="score-pairs-button")
     pair_table = ui.table("pair-table", "Scores and ranks per model (click a row to explain it)", "wide")
     pair_plot = ui.plot("Scores per document (hover a bar)")
-    pair_png = gr.File(visible=False)  # the PNG the API returns (None unless asked for); among the downloads
+    pair_png = ui.returned("chart_png")  # None unless asked for; among the downloads
     with gr.Row(visible=False) as explain_row:
         pair_choice = gr.Dropdown([], label="Explain a document's scores", scale=3, min_width=220)
         explain_model = explain_with(ui.models, scale=2, min_width=220)
@@ -335,13 +328,14 @@ def build(ui: Ui) -> None:
         )
     pair_files = ui.downloads("PNG, interactive HTML, CSV, JSON")
     link = links.offer("score_pairs", "pair-link")
-    pair_formation = gr.Markdown(elem_id="pair-summary")
+    pair_formation = ui.summary("pair-summary", "pair_formation")
     with gr.Accordion("Tokens of document 1 as the cross-encoder reads them (ids, token types)", open=False):
+        headers = frame([], ["position", "token", "token_id", "token_type"])
         pair_tokens = gr.Dataframe(
-            frame([], ["position", "token", "token_id", "token_type"]), elem_classes=["ctxir-table"]
+            headers, label="pair_tokens", show_label=False, elem_classes=["ctxir-table"]
         )
     pair_json = ui.numbers()
-    explained = explain_tab.panel("pair-explain")
+    explained = explain_tab.Panel("pair-explain")
 
     scored = ui.view_event(
         [pair_button.click, link.run.change],  # a link runs it as the button does

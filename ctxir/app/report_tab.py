@@ -191,19 +191,17 @@ def build(ui: Ui) -> None:
     """The Failure report tab (inside an open gr.Tab); event /failure_report."""
     state, out = ui.state, ui.out
 
-    @guard
-    def do_report(file, worst, request: gr.Request):
-        ui.visitor(request)
-        r = failure_report(state, file, worst)
-        page = out.html(r.html, "failure-report")
-        return r.text, sandboxed(r.html), page, r.data
+    def answer(r: ViewResult, stem: str) -> tuple:
+        ui.visitor()
+        return r.text, sandboxed(r.html), out.html(r.html, stem), r.data
 
     @guard
-    def do_sample_report(worst, request: gr.Request):
-        ui.visitor(request)
-        r = sample_report(state, worst)
-        page = out.html(r.html, "failure-report-sample")
-        return r.text, sandboxed(r.html), page, r.data
+    def do_report(file, worst):
+        return answer(failure_report(state, file, worst), "failure-report")
+
+    @guard
+    def do_sample_report(worst):
+        return answer(sample_report(state, worst), "failure-report-sample")
 
     def after_report(data, page):
         return show(), show(exports(out, "failure-report", data=data, files=[page]))
@@ -226,9 +224,9 @@ def build(ui: Ui) -> None:
             worst = gr.Number(10, step=1, label=f"worst queries (1–{MAX_WORST}; sample, results JSON)")
             sample_button = gr.Button("Try the sample", variant="primary", elem_id="report-sample-button")
             report_button = gr.Button("Show my report", variant="secondary", elem_id="report-button")
-    report_summary = gr.Markdown(elem_id="report-summary")
-    report_view = gr.HTML(visible=False, elem_id="report-view")
-    report_page = gr.File(visible=False)  # the standalone page, as the API returns it
+    report_summary = ui.summary("report-summary")
+    report_view = gr.HTML(visible=False, elem_id="report-view", label="report_view", show_label=False)
+    report_page = ui.returned("report_html")  # the standalone page
     report_files = ui.downloads("standalone HTML, JSON")
     report_json = ui.numbers()
 

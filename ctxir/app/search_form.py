@@ -6,7 +6,7 @@ import gradio as gr
 
 from ctxir.app.gradio_fixes import accept_model_ids, refuse_unloaded
 from ctxir.app.models import BI_ENCODER, AppModels
-from ctxir.app.ui import Ui, guard, steps
+from ctxir.app.ui import PROGRESS, Ui, guard, steps
 from ctxir.encoders.bi_encoder import model_prompts
 from ctxir.encoders.on_demand import check_model_name
 from ctxir.kinds import CROSS_ENCODER
@@ -184,8 +184,8 @@ def wire_load(ui: Ui, textbox, button, radios: list) -> None:
     models = ui.models
 
     @guard
-    def do_load_reranker(model, request: gr.Request, progress=gr.Progress()):  # noqa: B008 (gradio's pattern)
-        ui.visitor(request)
+    def do_load_reranker(model, progress=PROGRESS):
+        ui.visitor()
         name = check_model_name(model, "model", models.allow_paths)
         models.reranker(name, progress=steps(progress))
         return tuple(

@@ -16,16 +16,10 @@ from ctxir.app.config import Progress
 from ctxir.app.corpus_index import Owner
 from ctxir.app.models import check_layer, chosen_prompts, prompts_said
 from ctxir.app.search import search
-from ctxir.app.search_form import (
-    SearchForm,
-    explain_with,
-    model_choices,
-    reranker_choices_now,
-    wire_load,
-)
+from ctxir.app.search_form import SearchForm, explain_with, model_choices, reranker_choices_now, wire_load
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import cls_warnings, md_code, plural, rounded, snippet, uploaded
-from ctxir.app.ui import PRIVATE, Ui, column_widths, frame, guard, show, steps, warn
+from ctxir.app.ui import PRIVATE, PROGRESS, Ui, column_widths, frame, guard, show, steps, warn
 from ctxir.checks import check_int, check_text
 from ctxir.rerank.registry import RERANKERS
 from ctxir.types import CtxirError
@@ -111,21 +105,11 @@ def results(ui: Ui, form):
     # numbers go to the logic as sent (no int()): it refuses 2.5 for k with a message instead of using 2
     @guard
     def do_search(
-        query,
-        corpus,
-        first_stage,
-        reranker,
-        k,
-        depth,
-        mode,
-        query_prompt,
-        document_prompt,
-        request: gr.Request,
-        progress=gr.Progress(),  # noqa: B008 (gradio's pattern)
+        query, corpus, first_stage, reranker, k, depth, mode, query_prompt, document_prompt, progress=PROGRESS
     ):
         if reranker not in ("none", *RERANKERS):  # a Hub id: loaded now, with progress, before the search
             state.models.reranker(reranker, progress=steps(progress))
-        owner = ui.visitor(request)
+        owner = ui.visitor()
         r = search(
             state, query, corpus, first_stage, reranker, k, depth, owner, mode, query_prompt, document_prompt
         )
@@ -150,10 +134,8 @@ def results(ui: Ui, form):
         )
 
     @guard
-    def do_explain_result(
-        query, corpus, doc_id, model, reranker, query_prompt, document_prompt, request: gr.Request
-    ):
-        owner = ui.visitor(request)
+    def do_explain_result(query, corpus, doc_id, model, reranker, query_prompt, document_prompt):
+        owner = ui.visitor()
         r = explain_tab.explain_result(
             state, query, corpus, doc_id, model, owner, reranker, query_prompt, document_prompt
         )
@@ -170,7 +152,7 @@ def results(ui: Ui, form):
         # the table's second column is doc_id (row_value: the row as shown, whatever order the table is sorted in)
         return (evt.row_value or [None, None])[1]
 
-    summary = gr.Markdown(elem_id="search-summary")
+    summary = ui.summary("search-summary")
     results = ui.table("search-results", "Results (click a row to explain it)", max_height=560)
     cards = gr.HTML("", elem_id="search-cards", js_on_load=CARD_CLICK)
     link = links.offer("search", "search-link")
@@ -190,7 +172,7 @@ def results(ui: Ui, form):
                 "Download results (CSV)", visible=False, size="sm", elem_id="search-csv"
             )
     json = ui.numbers()
-    explained = explain_tab.panel("search-explain")
+    explained = explain_tab.Panel("search-explain")
 
     after = (after_search, [json], [results, csv_button, explain_row, choice, cards, explain_model])
     # a link to a search runs it as the button does; Enter in the query box, privately
@@ -316,8 +298,8 @@ def pooling_panel(ui: Ui, form: SearchForm) -> None:
             )
             k = gr.Number(10, step=1, label=f"k (1–{ui.config.max_k})")
         button = gr.Button("Compare pooling", elem_id="pool-button")
-        summary = gr.Markdown(elem_id="pool-summary")
-        rankings = ui.table("pool-table")
+        summary = ui.summary("pool-summary")
+        rankings = ui.table("pool-table", "rankings", show_label=False)
         json = ui.numbers()
     state = ui.state
 
@@ -329,10 +311,9 @@ def pooling_panel(ui: Ui, form: SearchForm) -> None:
         k,
         query_prompt,
         document_prompt,
-        request: gr.Request,
         progress=gr.Progress(track_tqdm=True),  # noqa: B008 (gradio's pattern)
     ):
-        owner = ui.visitor(request)
+        owner = ui.visitor()
         r = compare_pooling(
             state, query, corpus, layer, k, steps(progress), owner, query_prompt, document_prompt
         )
@@ -428,14 +409,14 @@ def uploads_panel(ui: Ui, form: SearchForm) -> None:
             label="Corpus file", file_types=[".txt", ".jsonl", ".csv", ".tsv"], elem_id="upload-file"
         )
         button = gr.Button("Index this corpus", elem_id="upload-button")
-        summary = gr.Markdown(elem_id="upload-summary")
+        summary = ui.summary("upload-summary")
         sample = ui.table("upload-table", "First documents", "fit")
         json = ui.numbers()
     state = ui.state
 
     @guard
-    def do_upload(file, request: gr.Request, progress=gr.Progress(track_tqdm=True)):  # noqa: B008 (gradio's pattern)
-        owner = ui.visitor(request)
+    def do_upload(file, progress=gr.Progress(track_tqdm=True)):  # noqa: B008 (gradio's pattern)
+        owner = ui.visitor()
         if not owner:
             raise CtxirError(
                 "this request has no Gradio session, and an upload is kept per session: upload from "
@@ -444,10 +425,10 @@ def uploads_panel(ui: Ui, form: SearchForm) -> None:
         r = upload_corpus(state, file, progress=steps(progress), owner=owner)
         return r.text, frame(r.rows), r.data
 
-    def refresh_corpora(data, request: gr.Request):
+    def refresh_corpora(data):
         # A separate, private step: API users of /upload_corpus get the corpus name in the JSON, not a UI update.
         return gr.update(
-            choices=state.corpus_names_for(ui.visitor(request)),
+            choices=state.corpus_names_for(ui.visitor()),
             value=(data or {}).get("corpus", state.default_corpus),
         ), show()
 

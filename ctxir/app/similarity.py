@@ -117,8 +117,8 @@ def layers_tab(ui: Ui, model, presets: dict) -> None:
     state, out = ui.state, ui.out
 
     @guard
-    def do_layer_similarity(model, sentences, word, request: gr.Request):
-        ui.visitor(request)
+    def do_layer_similarity(model, sentences, word):
+        ui.visitor()
         r = layer_similarity(state, sentences, word, model)
         stems = {"word": "word-by-layer", "sentence": "sentence-by-layer"}
         return *[out.png(r.figures[key], stem) for key, stem in stems.items()], r.text, r.data
@@ -149,11 +149,11 @@ def layers_tab(ui: Ui, model, presets: dict) -> None:
     )
     word = gr.Textbox(label="Word", value=presets["word"])
     button = gr.Button("Compare layer by layer", variant="primary", elem_id="layer-sim-button")
-    summary = gr.Markdown(elem_id="layer-sim-summary")
+    summary = ui.summary("layer-sim-summary")
     with gr.Row():
         word_plot = ui.plot("The word's cosine between sentences, per layer", min_width=300)
         sentence_plot = ui.plot("Whole sentences' cosine, per layer", min_width=300)
-    pngs = [gr.File(visible=False), gr.File(visible=False)]
+    pngs = [ui.returned("word_png"), ui.returned("sentence_png")]
     files = ui.downloads("PNG, interactive HTML, CSV, JSON")
     json = ui.numbers()
     after = (after_layers, [json, *pngs], [word_plot, sentence_plot, files])
@@ -174,14 +174,29 @@ def similarity_tab(ui: Ui, presets: dict) -> None:
     state, out, n_layers = ui.state, ui.out, ui.models.num_layers
 
     @guard
-    def do_sentence_similarity(sentences, layer, pooling, request: gr.Request):
-        ui.visitor(request)
+    def do_sentence_similarity(sentences, layer, pooling):
+        ui.visitor()
         r = sentence_similarity(state, sentences, layer, pooling)
         warn(r)
         return out.png(r.figures["similarity"], "sentence-similarity"), r.data
 
     def after_similarity(data, png):
-        heat, rows = similarity_heatmap(data)
+        labels = [f"{i + 1}. {s}" for i, s in enumerate(data["sentences"])]
+        numbers = [str(i + 1) for i in range(len(labels))]
+        heat = figures.heatmap(
+            data["similarity"],
+            numbers,
+            numbers,
+            f"cosine similarity of sentence embeddings ({data['pooling']} pooling, layer {data['layer']})",
+            figures.HeatmapStyle(
+                "cosine", "sentence", "with sentence", -0.2, 1.0, decimals=2, colorscale=SIMILARITY_SCALE
+            ),
+            hover_labels=labels,
+        )
+        rows = [
+            {"sentence": s, **{str(j + 1): v for j, v in enumerate(row)}}
+            for s, row in zip(data["sentences"], data["similarity"], strict=True)
+        ]
         summary = "\n\n".join(f"⚠️ {display_text(w)}" for w in data.get("warnings") or []) or (
             f"{len(data['sentences'])} sentences, numbered by their line above · {data['pooling']} pooling · layer "
             f"{data['layer']}: {SIMILARITY_LEGEND}. Hover a cell for the pair."
@@ -200,9 +215,9 @@ def similarity_tab(ui: Ui, presets: dict) -> None:
         layer = gr.Slider(0, n_layers, value=n_layers, step=1, label="layer")
         pooling = gr.Radio(list(POOLINGS), value="mean", label="pooling")
     button = gr.Button("Sentence similarity", variant="primary", elem_id="sentence-sim-button")
-    summary = gr.Markdown(elem_id="sentence-sim-summary")
+    summary = ui.summary("sentence-sim-summary")
     plot = gr.Plot(label="Sentence cosine similarity (hover a cell)", visible=False)
-    png = gr.File(visible=False)
+    png = ui.returned("heatmap_png")
     files = ui.downloads("PNG, interactive HTML, CSV, JSON")
     json = ui.numbers()
     ui.view_event(
@@ -214,24 +229,3 @@ def similarity_tab(ui: Ui, presets: dict) -> None:
         empty=[summary],
         after=(after_similarity, [json, png], [summary, plot, files]),
     )
-
-
-def similarity_heatmap(data: dict):
-    """(the heatmap, its rows for the CSV) of /sentence_similarity's data."""
-    labels = [f"{i + 1}. {s}" for i, s in enumerate(data["sentences"])]
-    numbers = [str(i + 1) for i in range(len(labels))]
-    heat = figures.heatmap(
-        data["similarity"],
-        numbers,
-        numbers,
-        f"cosine similarity of sentence embeddings ({data['pooling']} pooling, layer {data['layer']})",
-        figures.HeatmapStyle(
-            "cosine", "sentence", "with sentence", -0.2, 1.0, decimals=2, colorscale=SIMILARITY_SCALE
-        ),
-        hover_labels=labels,
-    )
-    rows = [
-        {"sentence": s, **{str(j + 1): v for j, v in enumerate(row)}}
-        for s, row in zip(data["sentences"], data["similarity"], strict=True)
-    ]
-    return heat, rows

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,31 +24,12 @@ logger = logging.getLogger("ctxir.app")
 DEMO_CORPUS_NAME = "demo"
 
 
-class LazyFigures(Mapping):
-    """Named matplotlib figures, each built when first read (then kept)."""
-
-    def __init__(self, makers: Mapping[str, Callable[[], Any]]):
-        self._makers = dict(makers)
-        self._built: dict[str, Any] = {}
-
-    def __getitem__(self, name: str) -> Any:
-        if name not in self._built:
-            self._built[name] = self._makers[name]()
-        return self._built[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._makers)
-
-    def __len__(self) -> int:
-        return len(self._makers)
-
-
 @dataclass
 class ViewResult:
     """What one view shows: rows for a table, named figures, the numbers as JSON, and a short text."""
 
     rows: list[dict] = field(default_factory=list)
-    figures: Mapping[str, Any] = field(default_factory=dict)  # a dict, or LazyFigures (built when read)
+    figures: dict[str, Any] = field(default_factory=dict)  # matplotlib figures, by name (the PNG exports)
     data: dict = field(default_factory=dict)
     text: str = ""
     extra_rows: list[dict] = field(default_factory=list)
@@ -93,8 +73,7 @@ class AppState:
         self.examples = (
             list(examples) if examples is not None else demo_queries()[:8] if corpus is None else []
         )
-        self.cache = cache
-        self.default_corpus = corpus_name
+        self.cache, self.default_corpus = cache, corpus_name
         cfg = self.config
         self.uploads = UploadStore(cfg.max_corpora, cfg.max_total_uploads, cfg.upload_idle_s)
         self._lock = threading.Lock()
@@ -129,20 +108,17 @@ class AppState:
         """Models, the startup corpus and its index (built in a thread with ``background``) before any request."""
         started = time.perf_counter()
         models = AppModels.load(config, progress)
+        corpus, name, source, examples = None, DEMO_CORPUS_NAME, "built-in demo corpus", None  # the demo's
         if config.corpus:
-            step = progress or (lambda *_: None)
-            step(0.8, f"reading corpus {config.corpus}")
+            (progress or (lambda *_: None))(0.8, f"reading corpus {config.corpus}")
             corpus = load_corpus_any(config.corpus)
             path = Path(config.corpus)
             name, source = (path.name if path.is_dir() else path.stem) or "corpus", str(config.corpus)
             examples = corpus_queries(path)
-        else:
-            corpus, name, source = demo_corpus(), DEMO_CORPUS_NAME, "built-in demo corpus"
-            examples = demo_queries()[:8]
         state = cls(models, config, corpus, name, source, progress, examples=examples, background=background)
         state.warm_up(index=not background)
         what = "models ready in %.1f s; indexing" if background else "app ready in %.1f s:"
-        logger.info(f"{what} %d documents of %r", time.perf_counter() - started, len(corpus), name)
+        logger.info(f"{what} %d documents of %r", time.perf_counter() - started, state.default_size, name)
         return state
 
     def new_index(self, name: str, corpus: Corpus, source: str, progress: Progress | None, cache):

@@ -106,10 +106,15 @@ def column_widths(
     return shares(pixels) if share else [f"{w}px" for w in pixels]
 
 
-def table(elem_id: str | None = None, label: str | None = None, *classes: str, **kwargs) -> gr.Dataframe:
-    """A wrapped table, hidden until its view first ran; ``classes`` ("fit", "wide"): how a phone shows it (CSS)."""
-    names = ["ctxir-table", *(f"ctxir-{c}-table" for c in classes)]
-    return gr.Dataframe(label=label, wrap=True, elem_id=elem_id, elem_classes=names, visible=False, **kwargs)
+def table(
+    elem_id: str | None = None, label: str | None = None, *classes: str, value=None, **kwargs
+) -> gr.Dataframe:
+    """A wrapped table, hidden until its view ran unless ``value`` holds its headers; ``classes``: "fit", "wide"."""
+    names = ["ctxir-table", *(f"ctxir-{c}-table" for c in classes)]  # how a phone shows it (CSS)
+    shown = value is not None
+    return gr.Dataframe(
+        value, label=label, wrap=True, elem_id=elem_id, elem_classes=names, visible=shown, **kwargs
+    )
 
 
 def plot(label: str, elem_id: str | None = None, **kwargs) -> gr.Plot:
@@ -179,6 +184,10 @@ def view_event(
     return event
 
 
+# a callback's progress bar: Gradio gives a parameter that defaults to a Progress a new one each call
+PROGRESS = gr.Progress()
+
+
 def steps(progress: gr.Progress):
     """A ``Progress`` callback (fraction, what) that reports to Gradio's progress bar."""
     return lambda fraction, what: progress(fraction, desc=what)
@@ -192,7 +201,17 @@ def png_wanted() -> gr.Checkbox:
 def numbers():
     """The answer's numbers, in a closed accordion."""
     with gr.Accordion("Numbers (JSON)", open=False):
-        return gr.JSON()
+        return gr.JSON(label="numbers", show_label=False)
+
+
+def summary(elem_id: str, name: str = "summary") -> gr.Markdown:
+    """The line above an answer; ``name``: the API's name for an output with no label on the page."""
+    return gr.Markdown(elem_id=elem_id, label=name, show_label=False)
+
+
+def returned(name: str) -> gr.File:
+    """A file the API returns under ``name``, hidden on the page (its downloads list it)."""
+    return gr.File(label=name, show_label=False, visible=False)
 
 
 def downloads(what: str):
@@ -262,6 +281,8 @@ class Ui:
     table = staticmethod(table)
     plot = staticmethod(plot)
     numbers = staticmethod(numbers)
+    summary = staticmethod(summary)
+    returned = staticmethod(returned)
     downloads = staticmethod(downloads)
     tab_intro = staticmethod(tab_intro)
     png_wanted = staticmethod(png_wanted)
@@ -275,9 +296,11 @@ class Ui:
     def models(self):
         return self.state.models
 
-    def visitor(self, request: gr.Request | None) -> str:
-        """Whose request (Gradio's session hash; "" for a raw HTTP call), marked active."""
-        owner = getattr(request, "session_hash", None) or ""
+    def visitor(self) -> str:
+        """Whose request this event is (Gradio's session hash; "" for a raw HTTP call), marked active."""
+        from gradio.context import LocalContext
+
+        owner = getattr(LocalContext.request.get(None), "session_hash", None) or ""
         self.state.uploads.touch(owner)
         return owner
 

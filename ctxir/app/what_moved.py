@@ -225,20 +225,8 @@ def panel(ui: Ui, form: SearchForm) -> None:
     state, out, cfg = ui.state, ui.out, ui.config
 
     @guard
-    def do_what_moved(
-        query,
-        corpus,
-        first_stage,
-        reranker,
-        k,
-        depth,
-        n,
-        mode,
-        query_prompt,
-        document_prompt,
-        request: gr.Request,
-    ):
-        owner = ui.visitor(request)
+    def do_what_moved(query, corpus, first_stage, reranker, k, depth, n, mode, query_prompt, document_prompt):
+        owner = ui.visitor()
         r = what_moved(
             state,
             query,
@@ -275,9 +263,9 @@ def panel(ui: Ui, form: SearchForm) -> None:
                 scale=3,
             )
             button = gr.Button("What moved?", elem_id="what-moved-button", scale=1)
-        summary = gr.Markdown(elem_id="what-moved-summary")
+        summary = ui.summary("what-moved-summary")
         moves = ui.plot("Rank before and after re-ranking (hover a line)")
-        movers = ui.table("what-moved-table", None, "fit")
+        movers = ui.table("what-moved-table", "movers", "fit", show_label=False)
         files = ui.downloads("CSV, JSON, interactive HTML")
         json = ui.numbers()
     ui.view_event(
