@@ -118,8 +118,19 @@ def _nli_label(path: Path, line_no: int, value: str) -> str:
     return label
 
 
-def _sick_file(path: PathLike, split: str | None) -> tuple[Path, str | None]:
-    """(the SICK file to read, the SemEval_set value to keep or None for every row)."""
+def load_sick(path: PathLike, split: str | None = None) -> list[SickPair]:
+    r"""SICK pairs from SICK.txt (``split`` "train", "dev" = "trial", "test" filters column SemEval_set) or from a
+    folder of SemEval-2014 files (``split`` picks SICK_train / SICK_trial / SICK_test_annotated).
+
+    >>> import tempfile
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> lines = ["pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment",
+    ...          "4\tA boy is playing.\tA child is playing.\t4.5\tENTAILMENT"]
+    >>> _ = (Path(folder.name) / "SICK_trial.txt").write_text("\n".join(lines) + "\n")
+    >>> load_sick(folder.name, split="dev")
+    [SickPair(sentence_a='A boy is playing.', sentence_b='A child is playing.', relatedness=4.5, label='entailment')]
+    >>> folder.cleanup()
+    """
     if split is not None and split.lower() not in _SICK_SPLITS:
         raise CtxirError(
             f"Unknown SICK split {split!r}; expected one of {', '.join(map(repr, _SICK_SPLITS))}."
@@ -138,23 +149,6 @@ def _sick_file(path: PathLike, split: str | None) -> tuple[Path, str | None]:
                 f"({', '.join(_SICK_SEMEVAL_FILES.values())})."
             )
     p = existing_file(p, "SICK.txt or a SemEval-2014 SICK file")
-    return p, wanted
-
-
-def load_sick(path: PathLike, split: str | None = None) -> list[SickPair]:
-    r"""SICK pairs from SICK.txt (``split`` "train", "dev" = "trial", "test" filters column SemEval_set) or from a
-    folder of SemEval-2014 files (``split`` picks SICK_train / SICK_trial / SICK_test_annotated).
-
-    >>> import tempfile
-    >>> folder = tempfile.TemporaryDirectory()
-    >>> lines = ["pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment",
-    ...          "4\tA boy is playing.\tA child is playing.\t4.5\tENTAILMENT"]
-    >>> _ = (Path(folder.name) / "SICK_trial.txt").write_text("\n".join(lines) + "\n")
-    >>> load_sick(folder.name, split="dev")
-    [SickPair(sentence_a='A boy is playing.', sentence_b='A child is playing.', relatedness=4.5, label='entailment')]
-    >>> folder.cleanup()
-    """
-    p, wanted = _sick_file(path, split)
     rows = tsv_rows(read_text(p))
     header_line, header = next(rows, (1, []))
     cols = {name.strip(): i for i, name in enumerate(header)}
