@@ -268,9 +268,8 @@ class DenseRetriever(Retriever):
         self.embeddings = self.encoder.encode_cached(
             texts, show_progress, mmap=True, key=self.cache_key, role="document"
         )
-        self.index_kind = self.index_choice
-        if self.index_choice == "auto":
-            self.index_kind = "ann" if len(self.doc_ids) >= self.auto_threshold else "exact"
+        auto = "ann" if len(self.doc_ids) >= threshold else "exact"
+        self.index_kind = auto if self.index_choice == "auto" else self.index_choice
         self.ann = None
         if self.index_kind == "ann":
             # a bar when asked, or unasked from 100k documents up (a build there takes tens of seconds to minutes)
