@@ -69,9 +69,6 @@ class Pipeline:
     >>> pipeline = Pipeline(BM25Retriever(corpus))  # no re-ranker: the first stage's ranking
     >>> [(h.rank, h.doc_id, h.rerank_rank) for h in pipeline.search("river otters", top_k=10).hits]
     [(1, 'd1', None), (2, 'd3', None)]
-    >>> runs = pipeline.run({"q1": "river otters", "q2": "lending"}, show_progress=False)
-    >>> list(runs), {qid: list(scores) for qid, scores in runs["first_stage"].items()}
-    (['first_stage'], {'q1': ['d1', 'd3'], 'q2': ['d2']})
     """
 
     def __init__(
