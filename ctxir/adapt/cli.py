@@ -99,23 +99,36 @@ def _say(text: str) -> None:
 
 # what the work files and the adapter do not depend on
 _NOT_SHAPING = frozenset(
-    [
-        "corpus",
-        "output",
-        "max_minutes",
-        "device",
-        "torch_threads",
-        "overwrite",
-        "keep_work",
-        "quiet",
-        "teacher_batch_size",
-        "save_steps",
-        "save_minutes",
-    ]
+    {"corpus", "output", "max_minutes", "device", "torch_threads", "overwrite", "keep_work"}
 )
+_NOT_SHAPING |= {"quiet", "teacher_batch_size", "save_steps", "save_minutes"}
 
 
-def _check_args(args: AdaptArgs) -> None:
+def usable_corpus(corpus: Corpus, path: str) -> Corpus:
+    """The documents that have text; an empty corpus, or one with fewer than ``MIN_DOCUMENTS`` such, is refused."""
+    if not corpus:
+        raise CtxirError(f"--corpus {path!r} holds no documents: give a corpus with at least {MIN_DOCUMENTS}")
+    usable = {doc_id: doc for doc_id, doc in corpus.items() if doc_text(doc).strip()}
+    empty = [doc_id for doc_id in corpus if doc_id not in usable]
+    if empty:
+        _say(
+            f"  {len(empty):,} documents have no text and are left out (e.g. {', '.join(map(repr, empty[:3]))})"
+        )
+    if len(usable) < MIN_DOCUMENTS:
+        raise CtxirError(
+            f"--corpus {path!r} has {len(usable)} document(s) with text; adapting needs at least {MIN_DOCUMENTS}: "
+            "each pseudo-query's negatives are mined from the other documents, and on fewer the adapter would learn "
+            "them by heart. Use the bi-encoder as it is (or BM25) for so small a corpus, or add documents"
+        )
+    return usable
+
+
+def run(args: AdaptArgs) -> dict:
+    """Adapt ``args.model`` to ``args.corpus``; returns the record written to ``<output>/adapt.json``."""
+    from ctxir.data.user_corpus import load_corpus_any
+    from ctxir.encoders.models import set_threads
+
+    # 0. the arguments checked before anything heavy is loaded
     if not args.corpus.strip():
         raise CtxirError(
             "--corpus is required: give a BEIR folder or a corpus file (.jsonl, .txt, .csv, .tsv)"
@@ -144,33 +157,6 @@ def _check_args(args: AdaptArgs) -> None:
             f"--generator {args.generator!r} is given but --query-kinds {args.query_kinds!r} has no 'generated': "
             "add it (e.g. --query-kinds generated), or leave --generator out"
         )
-
-
-def usable_corpus(corpus: Corpus, path: str) -> Corpus:
-    """The documents that have text; an empty corpus, or one with fewer than ``MIN_DOCUMENTS`` such, is refused."""
-    if not corpus:
-        raise CtxirError(f"--corpus {path!r} holds no documents: give a corpus with at least {MIN_DOCUMENTS}")
-    usable = {doc_id: doc for doc_id, doc in corpus.items() if doc_text(doc).strip()}
-    empty = [doc_id for doc_id in corpus if doc_id not in usable]
-    if empty:
-        _say(
-            f"  {len(empty):,} documents have no text and are left out (e.g. {', '.join(map(repr, empty[:3]))})"
-        )
-    if len(usable) < MIN_DOCUMENTS:
-        raise CtxirError(
-            f"--corpus {path!r} has {len(usable)} document(s) with text; adapting needs at least {MIN_DOCUMENTS}: "
-            "each pseudo-query's negatives are mined from the other documents, and on fewer the adapter would learn "
-            "them by heart. Use the bi-encoder as it is (or BM25) for so small a corpus, or add documents"
-        )
-    return usable
-
-
-def run(args: AdaptArgs) -> dict:
-    """Adapt ``args.model`` to ``args.corpus``; returns the record written to ``<output>/adapt.json``."""
-    from ctxir.data.user_corpus import load_corpus_any
-    from ctxir.encoders.models import set_threads
-
-    _check_args(args)
     set_threads(args.torch_threads)
     started = time.monotonic()
     deadline = started + 60 * args.max_minutes if args.max_minutes else None
@@ -254,8 +240,13 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
         _say("4. No teacher (--teacher none): the mined negatives are plain negatives")
     else:
         if name.lower() in (HYBRID_TEACHER, COMPLEMENT_TEACHER):
+            from ctxir.adapt.negatives import CALIBRATION_ROWS, HybridTeacher, scored_texts
+
             blind = ("bm25",) if name.lower() == COMPLEMENT_TEACHER else ()
-            teacher = _hybrid_teacher(args, corpus, queries, negatives, show, blind)
+            teacher = HybridTeacher(corpus, _encoder(args), show_progress=show, bm25_blind=blind)
+            by_qid = {q.qid: q for q in queries}  # its weights set on the first CALIBRATION_ROWS rows
+            sample = [row for row in negatives if row["negatives"]][:CALIBRATION_ROWS]
+            teacher.calibrate([scored_texts(by_qid[row["qid"]], row, corpus) for row in sample])
             dense_w, bm25_w = teacher.weights
             weights = f" (weights {dense_w:.3g}, {bm25_w:.3g}: each part's margins scaled to one spread)"
         elif name.lower() == SOURCE_TEACHER:
@@ -275,63 +266,6 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
     timings["teacher"] = round(time.monotonic() - step, 1)
     _check_budget(deadline, "before training")
 
-    return _train(
-        args, corpus, settings, folder, deadline, timings, started, queries, negatives, scores, teacher_name
-    )
-
-
-def _generated(args, corpus: Corpus, show: bool) -> dict[str, list[str]]:
-    """doc_id → the generator's queries, for --max-queries documents drawn with --seed (0: all)."""
-    import random
-
-    from ctxir.adapt.generator import generate_queries, load_generator
-    from ctxir.encoders.models import pick_device
-
-    model, tokenizer = load_generator(args.generator)
-    model.to(pick_device(args.device))  # "auto" finds a GPU as training does
-    doc_ids = sorted(corpus)
-    if args.max_queries and args.max_queries < len(doc_ids):
-        doc_ids = sorted(random.Random(args.seed).sample(doc_ids, args.max_queries))
-    per_doc = 1 if args.max_queries else args.queries_per_doc
-    _say(
-        f"   generating {per_doc} quer{'y' if per_doc == 1 else 'ies'} for each of {len(doc_ids):,} documents"
-    )
-    from tqdm.auto import tqdm
-
-    bar = functools.partial(tqdm, desc="   generating", unit="batch") if show else None
-    texts = [doc_text(corpus[d]) for d in doc_ids]
-    found = generate_queries(model, tokenizer, texts, per_doc, seed=args.seed, show=bar)
-    return dict(zip(doc_ids, found, strict=True))
-
-
-def _hybrid_teacher(args, corpus, queries, negatives, show, bm25_blind=()):
-    """The bi-encoder + BM25 teacher, its weights set on the first ``CALIBRATION_ROWS`` rows."""
-    from ctxir.adapt.negatives import CALIBRATION_ROWS, HybridTeacher, scored_texts
-
-    teacher = HybridTeacher(corpus, _encoder(args), show_progress=show, bm25_blind=bm25_blind)
-    by_qid = {q.qid: q for q in queries}
-    sample = [row for row in negatives if row["negatives"]][:CALIBRATION_ROWS]
-    teacher.calibrate([scored_texts(by_qid[row["qid"]], row, corpus) for row in sample])
-    return teacher
-
-
-def _encoder(args: AdaptArgs):
-    """The base ``BiEncoder`` with the run's prompts, as it mines negatives and teaches."""
-    from ctxir.encoders.bi_encoder import BiEncoder
-
-    return BiEncoder(
-        args.model, device=args.device, query_prompt=args.query_prompt, document_prompt=args.document_prompt
-    )
-
-
-def _check_budget(deadline: float | None, where: str) -> None:
-    if deadline is not None and time.monotonic() > deadline:
-        raise BudgetReached(f"it ran out {where}")
-
-
-def _train(
-    args, corpus, settings, folder, deadline, timings, started, queries, negatives, scores, teacher_name
-):
     from ctxir.adapt.train import (
         TrainPlan,
         load_student,
@@ -378,6 +312,44 @@ def _train(
     _say(f"   done ({state}): adapter {size / 1e6:.2f} MB, {record['seconds']['total']:.0f} s in all")
     _say(f"   use it: ctxir evaluate --model {args.output} ...   python app.py --bi-encoder {args.output}")
     return record
+
+
+def _generated(args, corpus: Corpus, show: bool) -> dict[str, list[str]]:
+    """doc_id → the generator's queries, for --max-queries documents drawn with --seed (0: all)."""
+    import random
+
+    from ctxir.adapt.generator import generate_queries, load_generator
+    from ctxir.encoders.models import pick_device
+
+    model, tokenizer = load_generator(args.generator)
+    model.to(pick_device(args.device))  # "auto" finds a GPU as training does
+    doc_ids = sorted(corpus)
+    if args.max_queries and args.max_queries < len(doc_ids):
+        doc_ids = sorted(random.Random(args.seed).sample(doc_ids, args.max_queries))
+    per_doc = 1 if args.max_queries else args.queries_per_doc
+    _say(
+        f"   generating {per_doc} quer{'y' if per_doc == 1 else 'ies'} for each of {len(doc_ids):,} documents"
+    )
+    from tqdm.auto import tqdm
+
+    bar = functools.partial(tqdm, desc="   generating", unit="batch") if show else None
+    texts = [doc_text(corpus[d]) for d in doc_ids]
+    found = generate_queries(model, tokenizer, texts, per_doc, seed=args.seed, show=bar)
+    return dict(zip(doc_ids, found, strict=True))
+
+
+def _encoder(args: AdaptArgs):
+    """The base ``BiEncoder`` with the run's prompts, as it mines negatives and teaches."""
+    from ctxir.encoders.bi_encoder import BiEncoder
+
+    return BiEncoder(
+        args.model, device=args.device, query_prompt=args.query_prompt, document_prompt=args.document_prompt
+    )
+
+
+def _check_budget(deadline: float | None, where: str) -> None:
+    if deadline is not None and time.monotonic() > deadline:
+        raise BudgetReached(f"it ran out {where}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,6 @@ MAX_SOURCE_TOKENS = 192  # a SQuAD paragraph or an abstract's first part: a quer
 MAX_QUERY_TOKENS = 32
 # docTTTTTquery's T5-base (MS MARCO), safetensors on main (GPL's BeIR/query-gen-msmarco-t5-base-v1 has none there)
 SEQ2SEQ_EXAMPLE = "macavaney/doc2query-t5-base-msmarco"
-SEQ2SEQ_TOP_K = 25  # GPL samples from the 25 likeliest tokens within top-p
 PASSAGE, QUERY = 0, 1  # token type ids: BERT's two segments
 
 
@@ -109,11 +108,34 @@ def load_generator(source: str | Path) -> tuple[torch.nn.Module, object]:
     """(model in eval mode, tokenizer) for ``source``: a folder ``save_generator`` wrote, or a sequence-to-sequence
     doc2query model (Hub id or folder). Safetensors weights only; no code from the model is run."""
     from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
 
-    folder = Path(str(source)).expanduser()
+    from ctxir.encoders.models import resolve_model
+
+    source = str(source)
+    folder = Path(source).expanduser()
     config_file = folder / GENERATOR_CONFIG
-    if not config_file.is_file():
-        return _load_seq2seq(str(source))
+    if not config_file.is_file():  # a Hub or local sequence-to-sequence model (T5's doc2query and the like)
+        valid = (
+            f"pass the folder training/train_query_generator.py wrote, or a sequence-to-sequence doc2query model "
+            f"(e.g. {SEQ2SEQ_EXAMPLE!r}, docTTTTTquery's T5-base)"
+        )
+        try:
+            path = resolve_model(source)
+        except CtxirError as err:
+            raise CtxirError(f"--generator {source!r}: {err}. {valid[0].upper()}{valid[1:]}") from err
+        config = AutoConfig.from_pretrained(path)
+        if not getattr(config, "is_encoder_decoder", False):
+            raise CtxirError(
+                f"--generator {source!r} is a {config.model_type!r} model, not a query generator: {valid}"
+            )
+        if not any(Path(path).glob("*.safetensors")):
+            raise CtxirError(
+                f"--generator {source!r} has no .safetensors weights (ctxir never loads pickled ones): convert "
+                "them (`safetensors` / the Hub's convert Space) or pick a generator that ships them"
+            )
+        model = AutoModelForSeq2SeqLM.from_pretrained(path, use_safetensors=True)
+        return model.eval(), AutoTokenizer.from_pretrained(path)
     if not (folder / WEIGHTS_FILE).is_file():
         raise CtxirError(
             f"--generator {str(source)!r} has {GENERATOR_CONFIG} but no {WEIGHTS_FILE}: its training was stopped "
@@ -125,34 +147,6 @@ def load_generator(source: str | Path) -> tuple[torch.nn.Module, object]:
     if wrong:
         raise CtxirError(f"--generator {str(source)!r}: its weights do not fit its base ({wrong[:3]})")
     return model.eval(), tokenizer
-
-
-def _load_seq2seq(source: str) -> tuple[torch.nn.Module, object]:
-    """A Hub or local sequence-to-sequence model (T5's doc2query and the like); anything else refused."""
-    from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
-
-    from ctxir.encoders.models import resolve_model
-
-    valid = (
-        f"pass the folder training/train_query_generator.py wrote, or a sequence-to-sequence doc2query model "
-        f"(e.g. {SEQ2SEQ_EXAMPLE!r}, docTTTTTquery's T5-base)"
-    )
-    try:
-        path = resolve_model(source)
-    except CtxirError as err:
-        raise CtxirError(f"--generator {source!r}: {err}. {valid[0].upper()}{valid[1:]}") from err
-    config = AutoConfig.from_pretrained(path)
-    if not getattr(config, "is_encoder_decoder", False):
-        raise CtxirError(
-            f"--generator {source!r} is a {config.model_type!r} model, not a query generator: {valid}"
-        )
-    if not any(Path(path).glob("*.safetensors")):
-        raise CtxirError(
-            f"--generator {source!r} has no .safetensors weights (ctxir never loads pickled ones): convert them "
-            "(`safetensors` / the Hub's convert Space) or pick a generator that ships them"
-        )
-    model = AutoModelForSeq2SeqLM.from_pretrained(path, use_safetensors=True)
-    return model.eval(), AutoTokenizer.from_pretrained(path)
 
 
 @torch.inference_mode()
@@ -215,7 +209,7 @@ def _sample_seq2seq(model, enc, per_text: int, top_p: float, generator) -> list[
             attention_mask=enc["attention_mask"].to(device),
             do_sample=True,
             top_p=top_p,
-            top_k=SEQ2SEQ_TOP_K,
+            top_k=25,  # GPL samples from the 25 likeliest tokens within top-p
             max_new_tokens=MAX_QUERY_TOKENS,
             num_return_sequences=per_text,
         )  # (passages × per_text, tokens)

@@ -72,9 +72,8 @@ def teacher_scores(
     chunk: int = 32,
     show_progress: bool = True,
 ) -> dict[str, list[float]]:
-    """{qid: [teacher score of (query, positive), of (query, negative 1), ...]}, each chunk of ``chunk`` queries
-    appended to ``labels_path`` as it is scored, so a rerun scores only what is missing. A query with no negative
-    is not scored. ``deadline`` (time.monotonic()): raise ``BudgetReached`` after the chunk that passes it."""
+    """{qid: [teacher score of (query, positive), of (query, negative 1), ...]}, appended to ``labels_path`` chunk by
+    chunk (a rerun scores what is missing); ``BudgetReached`` after the chunk that passes ``deadline``."""
     done = {row["qid"]: row["scores"] for row in read_jsonl(labels_path)} if labels_path.is_file() else {}
     by_qid = {q.qid: q for q in queries}
     todo = [row for row in negatives if row["negatives"] and row["qid"] not in done]
@@ -111,9 +110,8 @@ def scored_texts(query: PseudoQuery, row: dict, corpus: Corpus, whole: bool = Fa
 def score_groups(
     teacher, groups: Sequence[tuple[str, Sequence[str]]], sources: Sequence[Sequence[str]] | None = None
 ) -> list[np.ndarray]:
-    """The teacher's scores of each (query, texts) group, batched across groups: a ``CrossEncoderReranker`` gives each
-    text its best window's score (its passages.json), as when it re-ranks; any other ``Reranker`` scores group by
-    group; a teacher with its own ``score_groups`` (``HybridTeacher``) gets ``sources`` too."""
+    """The teacher's scores of each (query, texts) group: a cross-encoder's batched across groups, each text its best
+    window's (passages.json) as when it re-ranks; a teacher's own ``score_groups`` gets ``sources`` too."""
     if hasattr(teacher, "score_groups"):
         return teacher.score_groups(groups, sources)
     model, passages = getattr(teacher, "model", None), getattr(teacher, "passages", None)
@@ -137,11 +135,8 @@ def score_groups(
 
 
 class HybridTeacher:
-    """``w_dense * cos_base + w_bm25 * bm25``, each weight 1 / the std of that part's margins (``calibrate`` first);
-    ``bm25_blind`` (``complement``, the default teacher): those sources' negatives labelled by the cosine alone.
-
-    BM25 is computed here, not read off an index: a positive is its document with the query cut out.
-    """
+    """``w_dense * cos_base + w_bm25 * bm25``, each weight 1 / the std of its margins (``calibrate``); ``bm25_blind``
+    sources' negatives labelled by the cosine alone. BM25 computed here: a positive is its document less the query."""
 
     def __init__(
         self,
@@ -209,9 +204,8 @@ class HybridTeacher:
     def score_groups(
         self, groups: Sequence[tuple[str, Sequence[str]]], sources: Sequence[Sequence[str]] | None = None
     ) -> list[np.ndarray]:
-        """Per group the (len(texts),) weighted sums; ``sources``: per group the mining source of each negative (text
-        1 on), and a negative whose source is in ``bm25_blind`` gets the positive's BM25, so its label (a margin)
-        is the cosine's alone."""
+        """Per group the (len(texts),) weighted sums; a negative whose mining source (``sources``) is in ``bm25_blind``
+        gets the positive's BM25, so its label (a margin) is the cosine's alone."""
         if self.weights is None:
             raise RuntimeError("HybridTeacher.calibrate must run before score_groups")
         weights = np.asarray(self.weights)

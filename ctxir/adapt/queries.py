@@ -70,31 +70,9 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
-def _title_query(doc: dict) -> tuple[str, str] | None:
-    title, text = (doc.get("title") or "").strip(), (doc.get("text") or "").strip()
-    if MIN_QUERY_WORDS <= _words(title) <= MAX_QUERY_WORDS and _words(text) >= MIN_POSITIVE_WORDS:
-        return title, text
-    return None
-
-
-def _sentence_queries(doc: dict) -> list[tuple[str, str]]:
-    title, sentences = (doc.get("title") or "").strip(), split_sentences(doc.get("text") or "")
-    found = []
-    for i, sentence in enumerate(sentences):
-        rest = " ".join([title, *sentences[:i], *sentences[i + 1 :]]).strip()
-        if MIN_QUERY_WORDS <= _words(sentence) <= MAX_QUERY_WORDS and _words(rest) >= MIN_POSITIVE_WORDS:
-            found.append((sentence, rest))
-    return found
-
-
-def _span_query(doc: dict, rng: random.Random) -> tuple[str, str] | None:
-    words = (doc.get("text") or "").split()
-    length = rng.randint(*SPAN_WORDS)
-    if len(words) < length + MIN_POSITIVE_WORDS:
-        return None
-    start = rng.randrange(len(words) - length + 1)
-    rest = " ".join([(doc.get("title") or "").strip(), *words[:start], *words[start + length :]]).strip()
-    return " ".join(words[start : start + length]), rest
+def _fits(query: str, positive: str) -> bool:
+    """A query of a useful length, and enough of its document left to be evidence for it."""
+    return MIN_QUERY_WORDS <= _words(query) <= MAX_QUERY_WORDS and _words(positive) >= MIN_POSITIVE_WORDS
 
 
 def _keyword_queries(corpus: Corpus, doc_ids: list[str], rng: random.Random) -> dict[str, tuple[str, str]]:
@@ -175,27 +153,34 @@ def pseudo_queries(
         doc = corpus[doc_id]
         # kind → its (query, positive) pairs, in the order taken
         offers: dict[str, list[tuple[str, str]]] = {}
+        title, text = (doc.get("title") or "").strip(), (doc.get("text") or "").strip()
         for kind in kinds:
             if kind == "title":
-                offers[kind] = [p for p in [_title_query(doc)] if p]
-            elif kind == "sentence":
-                offers[kind] = _sentence_queries(doc)
+                offers[kind] = [(title, text)] if _fits(title, text) else []
+            elif kind == "sentence":  # one sentence, the positive the title and the other sentences
+                sentences = split_sentences(text)
+                rests = [
+                    " ".join([title, *sentences[:i], *sentences[i + 1 :]]).strip()
+                    for i in range(len(sentences))
+                ]
+                offers[kind] = [(q, rest) for q, rest in zip(sentences, rests, strict=True) if _fits(q, rest)]
                 rng.shuffle(offers[kind])
             elif kind == "keywords":
                 offers[kind] = [keywords[doc_id]] if doc_id in keywords else []
             elif kind == "generated":
                 whole = doc_text(doc)
-                offers[kind] = [
-                    (q, whole)
-                    for q in (generated or {}).get(doc_id, [])
-                    if MIN_QUERY_WORDS <= _words(q) <= MAX_QUERY_WORDS and _words(whole) >= MIN_POSITIVE_WORDS
-                ]
+                offers[kind] = [(q, whole) for q in (generated or {}).get(doc_id, []) if _fits(q, whole)]
             elif kind == "masked-keywords":
                 query, whole = keywords.get(doc_id, ("", ""))
                 rest = masked(whole, query)
                 offers[kind] = [(query, rest)] if query and _words(rest) >= MIN_POSITIVE_WORDS else []
-            else:
-                offers[kind] = [p for p in [_span_query(doc, rng)] if p]
+            else:  # SPAN_WORDS consecutive words, the positive the title and the words around them
+                words, length = text.split(), rng.randint(*SPAN_WORDS)
+                offers[kind] = []
+                if len(words) >= length + MIN_POSITIVE_WORDS:
+                    start = rng.randrange(len(words) - length + 1)
+                    rest = " ".join([title, *words[:start], *words[start + length :]]).strip()
+                    offers[kind] = [(" ".join(words[start : start + length]), rest)]
         # one of each kind in turn (title, sentence, span, then more sentences): the kinds stay balanced
         picked: list[tuple[str, tuple[str, str]]] = []
         while len(picked) < per_doc and any(offers.values()):

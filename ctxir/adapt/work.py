@@ -87,22 +87,14 @@ class WorkDir:
                     f"   training settings changed ({', '.join(changed)}): training starts again", flush=True
                 )
                 shutil.rmtree(self.checkpoints, ignore_errors=True)
-        if overwrite and ours:
-            self.clear()
+        if overwrite and ours:  # nothing but the run's work and adapter files is in the folder: checked above
+            for path in self.root.iterdir():
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
             earlier = None
         self.work.mkdir(parents=True, exist_ok=True)
         write_atomic(self.marker, "a ctxir adapt run is writing this folder: it is not a finished adapter\n")
         write_json(self.settings, settings)
         return earlier is not None
-
-    def clear(self) -> None:
-        """Remove the run's work and adapter files (nothing else is in the folder: ``start`` checked)."""
-        shutil.rmtree(self.work, ignore_errors=True)
-        for path in self.root.iterdir():
-            if path.is_dir():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
 
     def finish(self, record: dict, keep_work: bool) -> None:
         """Move work/final's adapter into the folder, write adapt.json, then drop the marker."""
