@@ -816,13 +816,9 @@ def fuzz_many(kinds: list[str], folder: Path, count: int) -> dict[str, dict]:
         fuzz_files(kind, folder / kind.replace(" ", "-"))
     script = folder / "fuzz.py"
     script.write_text(FUZZ)
-    done = subprocess.run(
-        [sys.executable, str(script), ",".join(kinds), str(folder), str(count)],
-        env={**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    command = [sys.executable, str(script), ",".join(kinds), str(folder), str(count)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     # a segfault or abort is a negative return code; a hang, the timeout
     assert done.returncode == 0, f"the loader crashed (status {done.returncode}): {done.stderr[-2000:]}"
     found = json.loads(done.stdout.strip().splitlines()[-1])
@@ -868,10 +864,8 @@ def main(argv: list[str] | None = None) -> int:
         found = fuzz_many(kinds, Path(tempfile.mkdtemp(dir=scratch)), args.mutants)
         for kind in kinds:
             got = found[kind]
-            rows.append(
-                f"| {kind} | {args.mutants} | {got.get('verified', 0)} | {got.get('rebuilt', 0)} | "
-                f"{got.get('refused', 0)} | 0 | 0 |"
-            )
+            counts = " | ".join(str(got.get(outcome, 0)) for outcome in ("verified", "rebuilt", "refused"))
+            rows.append(f"| {kind} | {args.mutants} | {counts} | 0 | 0 |")
     print("\n".join(rows))
     return 0
 

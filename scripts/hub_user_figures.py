@@ -108,12 +108,8 @@ def measure(data: Path = DATA, max_queries: int = 0) -> dict:
         for repo_id in tasks:
             staged, base = root / "staged" / repo_id.replace("/", "--"), SHIPPED_BASES[repo_id]
             folders[repo_id] = stage(SHIPPED_MODELS[repo_id], repo_id, staged, base_model_id=base).folder
-        job = {
-            "models": tasks,
-            "queries": queries,
-            "candidates": candidates,
-            "pairs": [(a, b) for a, b, _ in sts],
-        }
+        pairs = [(a, b) for a, b, _ in sts]
+        job = {"models": tasks, "queries": queries, "candidates": candidates, "pairs": pairs}
         scored = run_as_hub_user(folders, job, root / "user")
     bm25 = evaluate_run(qrels, bm25_run).aggregate["nDCG@10"]
     models, scifact = {}, {"dataset": "scifact", "split": "test"}

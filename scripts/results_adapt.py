@@ -178,13 +178,8 @@ def measure(name: str, args: ResultsAdaptArgs) -> dict:
         test = paired_test(per_query["before"], per_query["after"], METRIC)
         before = sum(v[METRIC] for v in per_query["before"].values()) / len(per_query["before"])
         counts = {"delta": round(test["delta"], 4), "wins": test["wins"], "losses": test["losses"]}
-        row = {
-            "stage": system,
-            "before": round(before, 4),
-            "after": round(before + test["delta"], 4),
-            **counts,
-        }
-        rows.append(row | {"t_pvalue": round(test["t_pvalue"], 4)})
+        row = {"stage": system, "before": round(before, 4), "after": round(before + test["delta"], 4)}
+        rows.append(row | counts | {"t_pvalue": round(test["t_pvalue"], 4)})
     against = versus(name, folder, split, after, systems, args) if args.against else None
     return {
         **({"against": against} if against else {}),
@@ -282,7 +277,7 @@ def _seeds(args: ResultsAdaptArgs) -> list[int]:
         return [int(seed) for seed in args.seeds.split(",") if seed.strip()]
     except ValueError:
         raise SystemExit(
-            f"--seeds {args.seeds!r} is not a comma list of whole numbers: give e.g. 42,1,2"
+            f"--seeds {args.seeds!r} is not a comma list of whole numbers, e.g. 42,1,2"
         ) from None
 
 

@@ -33,9 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--evaluate", action="store_true", help="run the suite for each re-ranker first")
     parser.add_argument("--doc", default=str(ROOT / "docs" / "results.md"))
     parser.add_argument("--torch-threads", default="1")
-    help = (
-        "instead of the shipped re-rankers: a model folder or an evaluation JSON (--doc -: print the tables)"
-    )
+    help = "a model folder or evaluation JSON instead of a shipped re-ranker (--doc -: print the tables)"
     parser.add_argument("--model", action="append", default=[], metavar="LABEL=PATH", help=help)
     args = parser.parse_args(argv)
     models = dict(MODELS)

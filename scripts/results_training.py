@@ -59,9 +59,8 @@ def training_command(metrics: dict, script: str) -> str:
 
 def wall_time(metrics: dict) -> str:
     """The whole script's wall time (CLS-LR's training block times only the fit)."""
-    seconds = metrics.get("extra", {}).get("total_wall_time_seconds") or metrics["training"].get(
-        "wall_time_seconds"
-    )
+    seconds = metrics.get("extra", {}).get("total_wall_time_seconds")
+    seconds = seconds or metrics["training"].get("wall_time_seconds")
     return "" if seconds is None else f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 

@@ -80,9 +80,7 @@ def measure(cache: Path, backend: str = "onnx-int8") -> dict:
     reranker = models.reranker(kinds.CROSS_ENCODER)
     scorer = reranker.onnx_scorer()
     if backend.startswith("onnx") and scorer is None:
-        raise SystemExit(
-            f"backend {backend!r} did not open (scoring would be torch's): see the warning above"
-        )
+        raise SystemExit(f"backend {backend!r} did not open (torch's scoring instead): see the warning above")
     return {
         "command": "python scripts/shipped_int8.py",
         "date": datetime.date.today().isoformat(),
@@ -105,10 +103,8 @@ def suite_comparison(int8: dict, torch: dict) -> dict:
         if not isinstance(result, dict) or stage not in result or stage not in int8.get(name, {}):
             continue
         ours, theirs = result[stage], int8[name][stage]
-        ours, theirs = (
-            ours.get("all", ours),
-            theirs.get("all", theirs),
-        )  # SciFact's: all claims, then its parts
+        # SciFact's: all claims, then its parts
+        ours, theirs = ours.get("all", ours), theirs.get("all", theirs)
         row = {"queries": ours["queries"]}
         for mode in ("alone", "fused"):
             t, q = ours[mode]["nDCG@10"], theirs[mode]["nDCG@10"]
@@ -131,9 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--output", default=str(RECORD), help="where the record goes (JSON)")
     parser.add_argument("--backend", default="onnx-int8", choices=("torch", "onnx", "onnx-int8"))
-    parser.add_argument(
-        "--suite", default="", help="an onnx-int8 evaluation.json of the suite, against torch"
-    )
+    parser.add_argument("--suite", default="", help="an onnx-int8 suite evaluation.json, against torch")
     args = parser.parse_args(argv)
     if args.suite:
         from ctxir.encoders.models import SHIPPED_CROSS_ENCODER, SHIPPED_MODELS

@@ -92,12 +92,7 @@ class LoadMeter:
             app = sum(self.app.cpu_times()[:2])
         except psutil.Error:
             app = None
-        return (
-            time.monotonic(),
-            busy,
-            app,
-            sum(os.times()[:2]),
-        )  # the last: this process, the visitors' threads
+        return time.monotonic(), busy, app, sum(os.times()[:2])  # own: this process, the visitors' threads
 
     def others_cores(self) -> float | None:
         now = self._read()
@@ -177,10 +172,8 @@ def analyse(samples: list[dict], requests: list[dict], seconds: float, cap_bytes
     # a request's t is when it was sent: one sent during the warm-up is left out even when it ends after it
     samples = [s for s in samples if s["t"] >= 0]
     requests = [r for r in requests if r["t"] >= 0]
-    rss_after_warm_up, rss_last = (
-        statistics.mean(values(second, "rss_mb")),
-        statistics.mean(values(last, "rss_mb")),
-    )
+    rss_after_warm_up = statistics.mean(values(second, "rss_mb"))
+    rss_last = statistics.mean(values(last, "rss_mb"))
     fds_after, fds_last = max(values(second, "fds")), max(values(last, "fds"))
     threads_after, threads_last = max(values(second, "threads")), max(values(last, "threads"))
     latency_first, latency_last = latency_windows(seconds, args)
