@@ -231,10 +231,8 @@ class InProcess:
         from ctxir.encoders.models import set_threads
 
         set_threads(args.torch_threads)
-        cross_encoder, backend = (
-            args.cross_encoder or SHIPPED_CROSS_ENCODER,
-            args.rerank_backend or "onnx-int8",
-        )
+        cross_encoder = args.cross_encoder or SHIPPED_CROSS_ENCODER
+        backend = args.rerank_backend or "onnx-int8"
         config = AppConfig(cross_encoder=cross_encoder, cls_lr="none", device="cpu", rerank_backend=backend)
         state = AppState.load(config)
         return cls.of(state, build_demo(state))
@@ -372,14 +370,10 @@ def run_app(args: AppBenchArgs, argv: list[str] | None = None) -> dict:
         "first_view_s": round(first_view_s, 1) if first_view_s is not None else None,
         "first_view_values": sum(map(answered, shown.values())),
     }
-    view = (
-        ", and in this process of the view (in_process_view_p50_ms) and the whole callback"
-        if args.in_process
-        else ""
-    )
+    view = ", and in this process of the view (in_process_view_p50_ms) and the whole callback"
     timing = (
         "wall time per call of gradio_client.Client.predict (p50_ms, p95_ms), of the HTTP API as curl calls it, "
-        f"as a new session (http_p50_ms) and in one kept session (http_session_p50_ms){view}; "
+        f"as a new session (http_p50_ms) and in one kept session (http_session_p50_ms){view if args.in_process else ''}; "
         f"one call at a time, {args.warmup} warm-up then {args.repeats} timed, queries rotating"
     )
     return finish("app", format_app, args, argv, load_before, started, results, data=data, timing=timing)

@@ -177,10 +177,8 @@ def ship_decision(row: dict) -> tuple[bool, str]:
         reasons.append(f"nDCG@10 loss {loss:.4f} > {SHIP_LOSS}")
     if reasons:
         return False, "does not ship: " + "; ".join(reasons)
-    return (
-        True,
-        f"meets the ship rule: {speedup}× ≥ {SHIP_SPEEDUP}× and nDCG@10 loss {loss:.4f} ≤ {SHIP_LOSS}",
-    )
+    rule = f"{speedup}× ≥ {SHIP_SPEEDUP}× and nDCG@10 loss {loss:.4f} ≤ {SHIP_LOSS}"
+    return True, f"meets the ship rule: {rule}"
 
 
 def shown_decision(name: str, row: dict) -> str:
@@ -289,10 +287,10 @@ def ndcg_corpus(inputs: EncodeInputs, args: EncodeArgs) -> tuple[dict, str]:
     """(the SciFact documents searched, how they were chosen): all, or ``--ndcg-docs`` with every judged one."""
     corpus, ids = inputs.corpus, list(inputs.corpus)
     if not args.ndcg_docs or args.ndcg_docs >= len(ids):
-        return (
-            corpus,
-            f"SciFact test: {len(inputs.queries)} queries over all {len(corpus):,} documents, exact search",
+        about = (
+            f"SciFact test: {len(inputs.queries)} queries over all {len(corpus):,} documents, exact search"
         )
+        return corpus, about
     rng = np.random.default_rng(args.seed)
     judged = sorted({d for q in inputs.qrels.values() for d in q if d in corpus})
     others = [i for i in ids if i not in set(judged)]

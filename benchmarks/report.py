@@ -123,9 +123,8 @@ def describe(record: dict, json_link: str = "") -> str:
     data = record.get("data", {})
     for key, value in data.items():
         if isinstance(value, str) and key not in ("construction", "source", "queries"):
-            label = {"ndcg": "nDCG@10", "flops": "FLOPs", "app": "App"}.get(
-                key, key.replace("_", " ").capitalize()
-            )
+            names = {"ndcg": "nDCG@10", "flops": "FLOPs", "app": "App"}
+            label = names.get(key, key.replace("_", " ").capitalize())
             lines.append(f"{label}: {value}.  ")
     if kind_of(record) == "search":
         lines += [

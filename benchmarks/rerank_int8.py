@@ -75,9 +75,8 @@ def run(args: Int8Args) -> dict:
         run = {q: {h.doc_id: h.score for h in ranker._rerank(queries[q], first[q], corpus)} for q in dev}
         return run, time.perf_counter() - start
 
-    runs = {
-        v: score(v) for v in ["torch", *[v.strip() for v in args.variants.split(",") if v.strip() != "torch"]]
-    }
+    variants = ["torch", *[v.strip() for v in args.variants.split(",") if v.strip() != "torch"]]
+    runs = {v: score(v) for v in variants}
     reference = runs["torch"][0]
     ndcg = {v: round(float(evaluate_run(qrels, run).aggregate["nDCG@10"]), 4) for v, (run, _) in runs.items()}
     result = {

@@ -305,11 +305,8 @@ def run_search(args: SearchArgs, argv: list[str] | None = None) -> dict:
     load_before, started = load_average(), time.perf_counter()
     docs, queries, about = dataset(args)
     truth = exact_top_k(docs, queries[args.warmup :], args.k)
-    about["stats"] = (
-        neighbourhood(docs, queries[args.warmup :], np.random.default_rng(args.seed))
-        if len(docs) > 11
-        else {}
-    )
+    rng = np.random.default_rng(args.seed)
+    about["stats"] = neighbourhood(docs, queries[args.warmup :], rng) if len(docs) > 11 else {}
     results = measure_all(names, docs, queries, truth, args)
     if args.query_encode and args.real_docs != 0:
         about["query_encode"] = time_query_encoding(args)

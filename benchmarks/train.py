@@ -62,10 +62,8 @@ def train_pairs(root: Path, count: int, seed: int) -> list[tuple[str, str, float
 def run_train(args: TrainArgs, argv: list[str] | None = None) -> dict:
     import torch
 
-    batch_sizes, lengths = (
-        numbers(args.batch_sizes, "--batch-sizes"),
-        numbers(args.max_lengths, "--max-lengths"),
-    )
+    batch_sizes = numbers(args.batch_sizes, "--batch-sizes")
+    lengths = numbers(args.max_lengths, "--max-lengths")
     if args.steps < 1 or args.warmup_steps < 0:
         raise CtxirError("--steps must be ≥ 1, --warmup-steps ≥ 0")
     load_before, started = load_average(), time.perf_counter()

@@ -172,10 +172,11 @@ def run_views(args: ViewsArgs, argv: list[str] | None = None) -> dict:
 
     runs = [time_device(device, args) for device in devices]  # each loads the app's models afresh
     results = {"runs": runs, "agreement": agreement(runs, args.score_tolerance) if len(runs) > 1 else {}}
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     data = {
         "search_query": SEARCH_QUERY,
         "threads": threads,
-        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "gpu": gpu,
         "rerank_backend": args.rerank_backend,
     }
     timing = (
