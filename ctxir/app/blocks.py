@@ -132,9 +132,7 @@ def build_app(
             if isinstance(component, gr.Slider | gr.Radio | gr.CheckboxGroup):
                 named(component)  # range / choice errors name the input
         demo.unload(end_session)
-        first = (
-            None if first_view == "off" else wire_first_view(demo, state, ui.out, start=first_view == "start")
-        )
+        first = None if first_view == "off" else wire_first_view(demo, state, ui.out, first_view == "start")
 
         def indexing_status():
             text, active = state.indexing.text(), not state.indexing.done.is_set()

@@ -46,10 +46,8 @@ def model_info(state: AppState, model: str = BI_ENCODER, text: str = "") -> View
     if text and text.strip():
         text = check_text(text, "text", state.config.max_text_chars)
         enc = tok(text)
-        types, special_ids = (
-            enc.get("token_type_ids") or [0] * len(enc["input_ids"]),
-            set(tok.all_special_ids),
-        )
+        types = enc.get("token_type_ids") or [0] * len(enc["input_ids"])
+        special_ids = set(tok.all_special_ids)
         rows = [
             {"position": i, "token": tok.convert_ids_to_tokens(token_id), "token_id": int(token_id)}
             | {"token_type": int(types[i]), "special": token_id in special_ids}
