@@ -1,6 +1,9 @@
 """ctxir — contextual-embedding information retrieval. One subpackage per step, each importing only from those
 before it: data → encoders → retrieval → rerank → explain → evaluation → publish → app."""
 
+# ruff: noqa: F401 -- every import is exported (__all__, below)
+from types import ModuleType as _ModuleType
+
 from ctxir.classify import (
     CentroidClassifier,
     KnnClassifier,
@@ -46,68 +49,5 @@ from ctxir.types import Corpus, CtxirError, Hit, Internals, Qrels, Queries, Run
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "DEFAULT_BI_ENCODER",
-    "DEFAULT_CROSS_ENCODER",
-    "FIRST_STAGES",
-    "RERANKERS",
-    "BM25Retriever",
-    "BiEncoder",
-    "CentroidClassifier",
-    "ClsLrRanker",
-    "Corpus",
-    "CrossEncoderReranker",
-    "CtxirError",
-    "DenseRetriever",
-    "EmbeddingCache",
-    "EvalResult",
-    "FirstStageKind",
-    "Hit",
-    "HybridRetriever",
-    "Internals",
-    "KnnClassifier",
-    "Label",
-    "LogRegClassifier",
-    "Passages",
-    "Pipeline",
-    "Prediction",
-    "Qrels",
-    "Queries",
-    "RankedHit",
-    "Reranker",
-    "RerankerKind",
-    "Retriever",
-    "Run",
-    "SearchResult",
-    "StageFusion",
-    "ZeroShotClassifier",
-    "available_rerankers",
-    "cls_attention",
-    "compare_systems",
-    "evaluate_run",
-    "explain_bi_encoder",
-    "explain_cls_lr",
-    "explain_cross_encoder",
-    "fuse",
-    "inspect_text",
-    "load_beir",
-    "load_corpus_any",
-    "load_labelled",
-    "load_reranker",
-    "load_sick",
-    "load_snli",
-    "load_sts",
-    "mean_pooling_contributions",
-    "paired_recall_at_k",
-    "paired_retrieval",
-    "paired_test",
-    "pick_device",
-    "pool",
-    "rank",
-    "reciprocal_rank_fusion",
-    "register_first_stage",
-    "register_reranker",
-    "resolve_model",
-    "sts_correlation",
-    "weighted_score_fusion",
-]
+# every name imported above (not the subpackages those imports load)
+__all__ = sorted(n for n, v in globals().items() if not n.startswith("_") and not isinstance(v, _ModuleType))

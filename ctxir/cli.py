@@ -43,10 +43,26 @@ def parse_args(
     parser = build_parser(args_class)
     spellings = flag_spellings(args_class)
     argv = list(sys.argv[1:] if argv is None else argv)
-    recipe = recipe_path(argv)
-    if recipe is not None:
+    recipe = None  # the last --recipe PATH / --recipe=PATH
+    for i, word in enumerate(argv):
+        if word.startswith("--recipe="):
+            recipe = word.split("=", 1)[1]
+        elif word == "--recipe":
+            if i + 1 >= len(argv) or argv[i + 1].startswith("--"):
+                raise CtxirError("--recipe needs a path: give the YAML file, e.g. --recipe recipes/NAME.yaml")
+            recipe = argv[i + 1]
+    if recipe is not None:  # as given (relative to the working directory), else under each of recipe_dirs
+        tried = [Path(recipe)] + (
+            [] if Path(recipe).is_absolute() else [Path(d) / recipe for d in recipe_dirs]
+        )
+        path = next((candidate for candidate in tried if candidate.is_file()), None)
+        if path is None:
+            raise CtxirError(
+                f"--recipe {recipe!r} is not a file (looked in {', '.join(repr(str(c)) for c in tried)}): "
+                "give the path of a recipe YAML file"
+            )
         keys = {k: name for k, name in spellings.items() if name != "recipe"}
-        argv = recipe_argv(find_recipe(recipe, recipe_dirs), keys, flag_names(args_class)) + argv
+        argv = recipe_argv(path, keys, flag_names(args_class)) + argv
     try:
         return parser.parse_args_into_dataclasses(args=argv)[0]
     except ValueError as err:  # a library class's own checks (TrainingArguments.__post_init__)
@@ -104,31 +120,6 @@ def _aliases(f: dataclasses.Field) -> list[str]:
     return [aliases] if isinstance(aliases, str) else list(aliases)
 
 
-def recipe_path(argv: Sequence[str]) -> str | None:
-    """The value of the last ``--recipe PATH`` / ``--recipe=PATH`` in ``argv``, or None."""
-    found = None
-    for i, word in enumerate(argv):
-        if word.startswith("--recipe="):
-            found = word.split("=", 1)[1]
-        elif word == "--recipe":
-            if i + 1 >= len(argv) or argv[i + 1].startswith("--"):
-                raise CtxirError("--recipe needs a path: give the YAML file, e.g. --recipe recipes/NAME.yaml")
-            found = argv[i + 1]
-    return found
-
-
-def find_recipe(path: str, recipe_dirs: Sequence[str | Path] = ()) -> Path:
-    """``path`` as given (relative to the working directory), else under each of ``recipe_dirs``."""
-    candidates = [Path(path)] + ([] if Path(path).is_absolute() else [Path(d) / path for d in recipe_dirs])
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    raise CtxirError(
-        f"--recipe {path!r} is not a file (looked in {', '.join(repr(str(c)) for c in candidates)}): "
-        "give the path of a recipe YAML file"
-    )
-
-
 def recipe_argv(path: Path, keys: Mapping[str, str], shown: Mapping[str, str] | None = None) -> list[str]:
     """A recipe's mapping as ``--field value`` words, each key checked against ``keys``."""
     import yaml
@@ -161,22 +152,6 @@ def recipe_argv(path: Path, keys: Mapping[str, str], shown: Mapping[str, str] | 
         values = value if isinstance(value, list) else [value]
         words += [f"--{name}", *(str(v).lower() if isinstance(v, bool) else str(v) for v in values)]
     return words
-
-
-def subcommand_main(
-    commands: Mapping[str, tuple[type, Callable[[Any], Any]]], prog: str, argv: list[str] | None = None
-) -> int:
-    """``prog COMMAND --flags``: the first word picks (args class, run) from ``commands``; the rest is ``cli_main``."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in commands:
-        got = f"got {argv[0]!r}: " if argv else ""
-        print(
-            f"usage: {prog} {{{','.join(commands)}}} --help ({got}give one of {', '.join(commands)} first)",
-            file=sys.stderr,
-        )
-        return 2
-    args_class, run = commands[argv[0]]
-    return cli_main(args_class, run, argv[1:])
 
 
 def command_line(

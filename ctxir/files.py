@@ -104,28 +104,19 @@ def write_checksums(folder: str | Path) -> Path:
     return write_json(folder / CHECKSUMS, {"format": CHECKSUMS_FORMAT, "files": files}, indent=1)
 
 
-def _checksums(folder: Path) -> dict[str, list]:
-    """``folder``'s checksums.json as {relative path: [size, sha256]}; {} when there is none."""
-    path = folder / CHECKSUMS
-    if not path.is_file():
-        return {}
-    record = read_json(path, strict=False)
-    files = record.get("files") if isinstance(record, dict) else None
-    valid = isinstance(files, dict) and record.get("format") == CHECKSUMS_FORMAT
+def verify_checksums(folder: str | Path, only: str | Path | None = None) -> int:
+    """Check the files ``folder/checksums.json`` lists (or only ``only``) against it; → how many were listed."""
+    folder, path = Path(folder), Path(folder) / CHECKSUMS
+    record = read_json(path, strict=False) if path.is_file() else {"format": CHECKSUMS_FORMAT, "files": {}}
+    listed = record.get("files") if isinstance(record, dict) else None
+    valid = isinstance(listed, dict) and record.get("format") == CHECKSUMS_FORMAT
     if not valid or not all(
-        isinstance(v, list) and [type(x) for x in v] == [int, str] for v in files.values()
+        isinstance(v, list) and [type(x) for x in v] == [int, str] for v in listed.values()
     ):
         raise CtxirError(
             f"{str(path)!r} is damaged (not a {CHECKSUMS_FORMAT} record), so the model folder's files cannot be "
             "checked: fetch or ship the model folder again"
         )
-    return files
-
-
-def verify_checksums(folder: str | Path, only: str | Path | None = None) -> int:
-    """Check the files ``folder/checksums.json`` lists (or only ``only``) against it; → how many were listed."""
-    folder = Path(folder)
-    listed = _checksums(folder)
     if only is not None:
         # not resolved: in a Hugging Face cache a snapshot's files are links to blobs outside the snapshot folder
         name = Path(os.path.abspath(only)).relative_to(os.path.abspath(folder)).as_posix()
@@ -153,8 +144,6 @@ def _damaged(path: Path, what: str) -> CtxirError:
 
 
 PICKLE_SUFFIXES = (".bin", ".pkl", ".pickle", ".pt", ".pth", ".ckpt", ".joblib", ".sav", ".dill")
-# Written by the Trainer beside a model; no loader ever reads it, so it does not make a folder unsafe to load.
-TRAINER_LEFTOVERS = ("training_args.bin",)
 
 
 def is_pickle_file(path: str | Path) -> bool:
@@ -175,10 +164,20 @@ def is_pickle_file(path: str | Path) -> bool:
     return False
 
 
+def refuse_pickles(folder: str | Path, files, name: str = "") -> None:
+    """Refuse a model folder where any of ``files`` (relative to it) is a pickle: loading one can run code."""
+    pickles = sorted(str(f) for f in files if is_pickle_file(Path(folder) / f))
+    if pickles:
+        raise CtxirError(
+            f"model folder {name or str(folder)!r} holds pickle file(s) {', '.join(map(repr, pickles))}, which "
+            "can run code when loaded; ctxir loads safetensors only and publishes no pickle: delete them (re-save "
+            "the model with save_pretrained, which writes model.safetensors) and try again"
+        )
+
+
 def check_model_folder(folder: str | Path, name: str = "") -> Path:
     """Refuse a model folder whose files don't match its checksums.json, that holds a pickle, or has no weights."""
     folder = Path(folder)
-    shown = name or str(folder)
     verify_checksums(folder)
     places = [folder] + [
         folder / m["path"]
@@ -186,19 +185,12 @@ def check_model_folder(folder: str | Path, name: str = "") -> Path:
         if isinstance(m, dict) and m.get("path") and (folder / m["path"]).is_dir()
     ]
     files = [p for place in places for p in place.iterdir() if p.is_file()]
-    pickles = [
-        str(p.relative_to(folder)) for p in files if p.name not in TRAINER_LEFTOVERS and is_pickle_file(p)
-    ]
-    if pickles:
-        raise CtxirError(
-            f"model folder {shown!r} holds pickle file(s) {', '.join(map(repr, sorted(pickles)))}, which "
-            "can run code when loaded; ctxir loads safetensors only: delete them (re-save the model with "
-            "save_pretrained, which writes model.safetensors) and load again"
-        )
+    # the Trainer's training_args.bin: no loader reads it, so it does not make a folder unsafe to load
+    refuse_pickles(folder, [p.relative_to(folder) for p in files if p.name != "training_args.bin"], name)
     has_config = any((folder / f).is_file() for f in ("config.json", "modules.json"))
     if has_config and not any(p.suffix == ".safetensors" for p in files):
         raise CtxirError(
-            f"model folder {shown!r} has a config but no weights (no model.safetensors or "
+            f"model folder {name or str(folder)!r} has a config but no weights (no model.safetensors or "
             "adapter_model.safetensors): the download or copy is incomplete; fetch the model again "
             "(`hf download ID --local-dir DIR`) or re-save it with save_pretrained"
         )

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ctxir.files import is_pickle_file
-from ctxir.publish.hub import PublishError, PushArgs, hf_upload_command, main, push, run_push
+from ctxir.publish.hub import PublishError, PushArgs, main, push, run_push
 from ctxir.publish.staging import stage, validate
 from ctxir.types import CtxirError
 from tests.conftest import code_blocks
@@ -239,7 +239,7 @@ def copy_run(runs, kind: str, tmp_path: Path) -> Path:
 def test_refuses_a_pickle_in_the_model_folder(runs, tmp_path):
     src = copy_run(runs, "bi-encoder", tmp_path)
     (src / "pytorch_model.bin").write_bytes(b"\x80\x04K\x01.")
-    with pytest.raises(CtxirError, match=r"pickle files \(pytorch_model\.bin\).*safetensors"):
+    with pytest.raises(CtxirError, match=r"holds pickle file\(s\) 'pytorch_model\.bin'.*safetensors"):
         stage(src, "ctxir/x", tmp_path / "out", base_model_id=TINY_BASE)
     assert not (tmp_path / "out").exists()  # refused before anything was written
     (src / "pytorch_model.bin").unlink()
@@ -253,7 +253,7 @@ def test_validate_refuses_a_pickle_added_after_staging(staged, tmp_path):
     disguised = folder / "weights.dat"  # a pickle by content, whatever its name
     disguised.write_bytes(b"\x80\x04\x95\x05\x00\x00\x00\x00\x00\x00\x00K\x01.")
     assert is_pickle_file(disguised)
-    with pytest.raises(CtxirError, match=r"pickle files \(weights\.dat\)"):
+    with pytest.raises(CtxirError, match=r"holds pickle file\(s\) 'weights\.dat'"):
         validate(folder)
 
 
@@ -465,8 +465,10 @@ def test_network_failure_never_shows_the_token(staged, monkeypatch, capsys):
     assert secret not in message + captured.out + captured.err
 
 
-def test_hf_upload_command_quotes_paths():
-    command = hf_upload_command("/tmp/my models/x", "ctxir/x", create_pr=True, commit_message="first version")
+def test_dry_run_push_gives_the_hf_upload_command_with_quoted_paths():
+    command = push(
+        "/tmp/my models/x", "ctxir/x", create_pr=True, commit_message="first version", dry_run=True
+    )
     assert command == (
         "hf upload ctxir/x '/tmp/my models/x' . --repo-type model --create-pr "
         "--commit-message 'first version'"

@@ -16,7 +16,6 @@ from ctxir.retrieval.registry import FIRST_STAGES
 from ctxir.types import CtxirError
 
 ADAPTED_TEMPLATE = "bi_encoder_adapted.md"
-CORPUS_SPLIT = "documents only (no query, no relevance label)"
 EVAL_METRICS = ("nDCG@10", "Recall@100")  # the card's rows per evaluated system; nDCG@10 leads
 NOT_RECORDED = "not recorded by ctxir adapt"
 # GPL: the recipe ctxir adapt follows (pseudo-queries, mined negatives, a cross-encoder teacher's margins)
@@ -30,24 +29,6 @@ GPL_CITATION = (
 def is_adapt_output(folder: Path) -> bool:
     """A folder ``ctxir adapt`` wrote (or is writing): its record or its unfinished marker, beside an adapter."""
     return ((folder / RECORD_FILE).is_file() or (folder / ADAPT_INCOMPLETE).is_file()) and is_adapter(folder)
-
-
-def read_record(src: Path) -> dict:
-    """adapt.json of a finished adapt run; a folder ``ctxir adapt`` is still writing is refused."""
-    if (src / ADAPT_INCOMPLETE).is_file():
-        raise CtxirError(
-            f"--model-dir {str(src)!r} is unfinished: `ctxir adapt` was writing it and did not complete; rerun that "
-            "command to finish it, then stage it"
-        )
-    record = read_json(src / RECORD_FILE, strict=False)
-    needed = ("base_model", "corpus", "teacher", "loss", "queries", "training", "settings")
-    missing = [k for k in needed if k not in record]
-    if missing:
-        raise CtxirError(
-            f"{str(src / RECORD_FILE)!r} lacks {', '.join(map(repr, missing))}: it is not the record `ctxir adapt` "
-            "writes; rerun `ctxir adapt` into a new --output and stage that"
-        )
-    return record
 
 
 def public_corpus_name(path: str) -> str:
@@ -66,7 +47,19 @@ def public_record(record: dict) -> dict:
 
 def adapt_metrics(src: Path, repo_id: str, corpus_license: str | None, evaluation: str | None = None) -> dict:
     """The metrics.json of the adapter in ``src`` from adapt.json, ``corpus_license`` and an evaluation file."""
-    record = read_record(src)
+    if (src / ADAPT_INCOMPLETE).is_file():
+        raise CtxirError(
+            f"--model-dir {str(src)!r} is unfinished: `ctxir adapt` was writing it and did not complete; rerun that "
+            "command to finish it, then stage it"
+        )
+    record = read_json(src / RECORD_FILE, strict=False)
+    needed = ("base_model", "corpus", "teacher", "loss", "queries", "training", "settings")
+    missing = [k for k in needed if k not in record]
+    if missing:
+        raise CtxirError(
+            f"{str(src / RECORD_FILE)!r} lacks {', '.join(map(repr, missing))}: it is not the record `ctxir adapt` "
+            "writes; rerun `ctxir adapt` into a new --output and stage that"
+        )
     corpus = record["corpus"]
     if not (corpus_license or "").strip():
         raise CtxirError(
@@ -89,7 +82,7 @@ def adapt_metrics(src: Path, repo_id: str, corpus_license: str | None, evaluatio
         "datasets": [
             {
                 "name": str(corpus["path"]),
-                "split": CORPUS_SPLIT,
+                "split": "documents only (no query, no relevance label)",
                 "role": "train",
                 "license": corpus_license.strip(),
                 "num_examples": corpus["documents"],

@@ -14,15 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ctxir.names import looks_like_hub_id
-from ctxir.publish.licenses import (
-    BEIR_CITATION,
-    SBERT_CITATION,
-    SPLIT_NAMES,
-    License,
-    dataset_info,
-    display_name,
-    parse_license,
-)
+from ctxir.publish import licenses
+from ctxir.publish.licenses import License, dataset_info, display_name
 from ctxir.publish.metrics_file import (
     EVAL_TASKS,
     METRICS_FILE,
@@ -54,15 +47,12 @@ def ordered_evaluations(metrics: dict) -> list[dict]:
     return [lead, *(e for e in metrics["evaluations"] if e is not lead)] if lead else []
 
 
-MAX_INDEX_ENTRIES = 10  # the Hub's evaluation widget lists every model-index entry
+def eval_results(metrics: dict) -> list:
+    """The card's ``model-index`` as huggingface_hub ``EvalResult``s: the lead, then the other figures on the lead's
+    dataset and split over all of its queries, at most 10 (the Hub's widget lists them all; the body has every one)."""
+    from huggingface_hub import EvalResult
 
-
-def index_evaluations(metrics: dict) -> list[dict]:
-    """The evaluations the card's ``model-index`` lists: the lead, then the other figures on the lead's dataset and
-    split over all of its queries (no subset), at most ``MAX_INDEX_ENTRIES``; the body's table has them all."""
     lead = lead_evaluation(metrics)
-    if lead is None:
-        return []
     rest = [
         e
         for e in metrics["evaluations"]
@@ -71,15 +61,8 @@ def index_evaluations(metrics: dict) -> list[dict]:
         and not e.get("subset")
         and e.get("queries") == lead.get("queries")
     ]
-    return [lead, *rest][:MAX_INDEX_ENTRIES]
-
-
-def eval_results(metrics: dict) -> list:
-    """metrics.json's full-split evaluations → huggingface_hub ``EvalResult``s (the card's ``model-index``)."""
-    from huggingface_hub import EvalResult
-
     out = []
-    for e in index_evaluations(metrics):
+    for e in [lead, *rest][:10] if lead else []:
         info = dataset_info(e["dataset"])
         task_type, task_name = EVAL_TASKS[e["task"]]
         out.append(
@@ -155,22 +138,6 @@ def format_number(x: Any, digits: int = 4) -> str:
     if x is None:
         return "–"
     return f"{float(x):.{digits}f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else str(x)
-
-
-def _base_display(base: str, base_model_id: str | None) -> str:
-    """How the body names the base model: its Hub id, else a local folder's name (not the trainer's path)."""
-    if base_model_id:
-        return base_model_id
-    if looks_like_hub_id(base):
-        return base
-    return f"{Path(base).name} (a local training output)"
-
-
-def _covers(e: dict) -> str:
-    """The card's "Queries" cell: how many the figure averages, and which when not the whole split."""
-    if e.get("queries") is None:
-        return "–"
-    return f"{e['queries']}" + (f" ({e['subset']})" if e.get("subset") else " (all)")
 
 
 def _anchor_is(e: dict) -> str:
@@ -274,7 +241,10 @@ def _template_context(metrics: dict, inputs: CardInputs) -> dict:
                 "task": e["task"],
                 "metric": e["metric"],
                 "config": e.get("config") or "–",
-                "queries": _covers(e),
+                # how many queries the figure averages, and which when not the whole split
+                "queries": "–"
+                if e.get("queries") is None
+                else f"{e['queries']} ({e.get('subset') or 'all'})",
                 "before": format_number(e.get("before")),
                 "after": format_number(e["after"]),
                 "delta": "–" if delta is None else f"{delta:+.4f}",
@@ -283,11 +253,11 @@ def _template_context(metrics: dict, inputs: CardInputs) -> dict:
             }
         )
     datasets = []
-    citations = [SBERT_CITATION] if MODEL_TYPES[metrics["model_type"]].sentence_transformers else []
+    citations = [licenses.SBERT_CITATION] if MODEL_TYPES[metrics["model_type"]].sentence_transformers else []
     for d in metrics["datasets"]:
         info = dataset_info(d["name"])
-        lic_d = parse_license(d.get("license"))
-        split = SPLIT_NAMES.get(d["split"], d["split"])
+        lic_d = licenses.parse_license(d.get("license"))
+        split = licenses.SPLIT_NAMES.get(d["split"], d["split"])
         if d.get("stage") == "earlier":  # learned in the stage this run continued from (--init-from)
             split += " — in the earlier stage this model continues"
         datasets.append(
@@ -302,8 +272,8 @@ def _template_context(metrics: dict, inputs: CardInputs) -> dict:
         )
         if info and info.citation not in citations:
             citations.append(info.citation)
-            if info.key == "scifact" and BEIR_CITATION not in citations:
-                citations.append(BEIR_CITATION)
+            if info.key == "scifact" and licenses.BEIR_CITATION not in citations:
+                citations.append(licenses.BEIR_CITATION)
     wall = float(training["wall_time_seconds"])
     trained_on, never_trained_on = _eval_collections(metrics)
     train_keys = [
@@ -311,6 +281,9 @@ def _template_context(metrics: dict, inputs: CardInputs) -> dict:
     ]
     stages = training.get("stages") or []
     name = inputs.repo_id.split("/")[-1]
+    base = metrics["base_model"]  # by its Hub id, else a local folder's name (not the trainer's path)
+    if not (inputs.base_model_id or looks_like_hub_id(base)):
+        base = f"{Path(base).name} (a local training output)"
     return {
         "summary": lead_summary(metrics),
         "stages": stages,
@@ -323,7 +296,7 @@ def _template_context(metrics: dict, inputs: CardInputs) -> dict:
         "facts": inputs.facts,
         "figures": inputs.figures,
         "model_name": name,
-        "base_model": _base_display(metrics["base_model"], inputs.base_model_id),
+        "base_model": inputs.base_model_id or base,
         "base_model_id": inputs.base_model_id,
         "objective": metrics["objective"],
         "training": training,

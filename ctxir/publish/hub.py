@@ -11,12 +11,13 @@
 
 from __future__ import annotations
 
+import functools
 import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ctxir.cli import flag, subcommand_main
+from ctxir.cli import cli_main, flag
 from ctxir.publish.metrics_file import METRICS_FILE
 from ctxir.publish.staging import StagedRepo, check_repo_id, stage, validate
 from ctxir.types import CtxirError
@@ -26,32 +27,6 @@ class PublishError(CtxirError):
     """The folder is staged and valid, but the upload did not happen; the message says how to finish it."""
 
 
-def hf_upload_command(
-    folder: str | Path,
-    repo_id: str,
-    private: bool = False,
-    revision: str | None = None,
-    create_pr: bool = False,
-    commit_message: str | None = None,
-) -> str:
-    """The `hf upload` command that publishes ``folder`` the same way ``push`` does."""
-    parts = ["hf", "upload", repo_id, str(folder), ".", "--repo-type", "model"]
-    if private:
-        parts.append("--private")
-    if revision:
-        parts += ["--revision", revision]
-    if create_pr:
-        parts.append("--create-pr")
-    if commit_message:
-        parts += ["--commit-message", commit_message]
-    return shlex.join(parts)
-
-
-def _redact(text: str, token: str | None) -> str:
-    return text.replace(token, "hf_***") if token else text
-
-
-# `hf upload`'s arguments one to one (hf_upload_command's), plus HfApi's token/endpoint and a test stand-in
 def push(
     folder: str | Path,
     repo_id: str,
@@ -62,14 +37,22 @@ def push(
     token: str | None = None,
     endpoint: str | None = None,
     api=None,
+    dry_run: bool = False,
 ) -> str:
-    """Upload a staged, validated folder; → the commit (or PR) URL. ``api``: an ``HfApi`` stand-in."""
+    """Upload a staged, validated folder as `hf upload` would; → the commit (or PR) URL, or with ``dry_run`` that
+    `hf upload` command, nothing uploaded. ``api``: an ``HfApi`` stand-in."""
     from huggingface_hub import HfApi, constants, get_token
     from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
     folder = Path(folder).resolve()
     repo_id = check_repo_id(repo_id)
-    command = hf_upload_command(folder, repo_id, private, revision, create_pr, commit_message)
+    parts = ["hf", "upload", repo_id, str(folder), ".", "--repo-type", "model"]
+    parts += ["--private"] if private else []
+    parts += ["--revision", revision] if revision else []
+    parts += ["--create-pr"] if create_pr else []
+    command = shlex.join(parts + (["--commit-message", commit_message] if commit_message else []))
+    if dry_run:
+        return command
     later = f"The staged repo is complete in {str(folder)!r}; publish it later with:\n  {command}"
     if constants.is_offline_mode():
         raise PublishError(f"HF_HUB_OFFLINE is set, so nothing was uploaded. {later}")
@@ -93,12 +76,14 @@ def push(
             commit_message=message,
         )
     except (HfHubHTTPError, OfflineModeIsEnabled, OSError) as err:
-        raise PublishError(f"uploading to {repo_id!r} failed: {_redact(str(err), token)}. {later}") from None
+        reason = str(err).replace(token, "hf_***")
+        raise PublishError(f"uploading to {repo_id!r} failed: {reason}. {later}") from None
     except Exception as err:  # httpx transport errors and the like: same outcome for the user
         if not type(err).__module__.startswith(("httpx", "httpcore", "requests", "urllib3")):  # httpx2 too
             raise
+        reason = str(err).replace(token, "hf_***")
         raise PublishError(
-            f"the Hub could not be reached ({type(err).__name__}: {_redact(str(err), token)}). {later}"
+            f"the Hub could not be reached ({type(err).__name__}: {reason}). {later}"
         ) from None
     return getattr(info, "pr_url", None) or getattr(info, "commit_url", None) or str(info)
 
@@ -170,14 +155,15 @@ def run_push(args: PushArgs) -> int:
         evaluation=args.evaluation or None,
     )
     print(_summary(report))
-    upload = (report.folder, report.repo_id, args.private, args.revision or None, args.create_pr)
+    upload = functools.partial(
+        push, report.folder, report.repo_id, args.private, args.revision or None, args.create_pr
+    )
+    message = args.commit_message or None
     if args.dry_run:
-        print(
-            f"dry run: nothing uploaded. To publish:\n  {hf_upload_command(*upload, args.commit_message or None)}"
-        )
+        print(f"dry run: nothing uploaded. To publish:\n  {upload(message, dry_run=True)}")
         return 0
     try:
-        url = push(*upload, args.commit_message or None)
+        url = upload(message)
     except PublishError as err:
         print(f"error: {err}", file=sys.stderr)
         return 3
@@ -185,15 +171,21 @@ def run_push(args: PushArgs) -> int:
     return 0
 
 
-def run_validate(args: ValidateArgs) -> int:
-    print(_summary(validate(args.folder)))
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
-    return subcommand_main(
-        {"push": (PushArgs, run_push), "validate": (ValidateArgs, run_validate)}, "ctxir hub", argv
-    )
+    """``ctxir hub push|validate --flags``."""
+    commands = {
+        "push": (PushArgs, run_push),
+        "validate": (ValidateArgs, lambda args: print(_summary(validate(args.folder)))),
+    }
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in commands:
+        got = f"got {argv[0]!r}: " if argv else ""
+        print(
+            f"usage: ctxir hub {{push,validate}} --help ({got}give one of push, validate first)",
+            file=sys.stderr,
+        )
+        return 2
+    return cli_main(*commands[argv[0]], argv[1:])
 
 
 if __name__ == "__main__":

@@ -34,9 +34,6 @@ REQUIRED_KEYS += ("evaluations", "versions", "created")
 REQUIRED_TRAINING = ("steps", "epochs", "train_examples", "batch_size", "learning_rate", "wall_time_seconds")
 REQUIRED_TRAINING += ("device", "hardware", "seed")
 REQUIRED_EVAL = ("dataset", "split", "task", "metric", "after")
-# what an evaluation covers, so a card can say it and ``cards.row_problems`` can hold it to its anchor
-OPTIONAL_EVAL_INTS = ("queries", "depth", "anchor_queries", "anchor_depth")
-OPTIONAL_EVAL_TEXTS = ("subset", "first_stage", "anchor_name", "anchor_source", "anchor_first_stage")
 
 
 def versions() -> dict:
@@ -125,10 +122,11 @@ def validate_metrics(metrics: Any, source: str = METRICS_FILE) -> None:
         for k in ("before", "anchor"):
             if e.get(k) is not None and not _is_number(e[k]):
                 problems.append(f"evaluations[{i}].{k} is {e[k]!r}; use a number or null")
-        for k in OPTIONAL_EVAL_INTS:
+        # what an evaluation covers, so a card can say it and ``cards.row_problems`` can hold it to its anchor
+        for k in ("queries", "depth", "anchor_queries", "anchor_depth"):
             if e.get(k) is not None and (not isinstance(e[k], int) or isinstance(e[k], bool) or e[k] < 1):
                 problems.append(f"evaluations[{i}].{k} is {e[k]!r}; use a positive integer or null")
-        for k in OPTIONAL_EVAL_TEXTS:
+        for k in ("subset", "first_stage", "anchor_name", "anchor_source", "anchor_first_stage"):
             if e.get(k) is not None and not isinstance(e[k], str):
                 problems.append(f"evaluations[{i}].{k} is {e[k]!r}; use a string or null")
         if e.get("headline") not in (None, True, False):
@@ -157,46 +155,38 @@ def license_text(metrics: dict, base_license: tuple[str, License] | None = None)
     return license_file(training_sources(metrics, base_license))
 
 
+def _training_rows(metrics: dict) -> list[tuple[dict, License | None, Any]]:
+    """(row, its License or None, its ``DatasetInfo`` or None) of each training dataset (role 'train')."""
+    rows = [d for d in metrics["datasets"] if d.get("role") == "train"]
+    return [(d, parse_license(d.get("license")), dataset_info(d["name"])) for d in rows]
+
+
 def training_sources(metrics: dict, base_license: tuple[str, License] | None = None) -> list:
     """[(what, License)] of the training data (role 'train') and the base model; an unknown license refused."""
     sources = []
-    for d in metrics["datasets"]:
-        if d.get("role") != "train":
-            continue
-        lic = parse_license(d.get("license"))
+    for d, lic, info in _training_rows(metrics):
         if lic is None:
             what = (
-                "has no license"
-                if not d.get("license")
-                else f"has license {d.get('license')!r}, which is not known"
+                f"has license {d['license']!r}, which is not known" if d.get("license") else "has no license"
             )
             raise CtxirError(
                 f"training dataset {d.get('name')!r} in {METRICS_FILE} {what}: the model's license is derived from "
                 f"its training data, so set datasets[].license to the data's license (e.g. "
                 f"{', '.join(map(repr, KNOWN_LICENSE_EXAMPLES))}) and stage again"
             )
-        info = dataset_info(d["name"])
         sources.append((f"{info.pretty if info else d['name']} ({d.get('split')})", lic))
-    if base_license is not None:
-        sources.append(base_license)
-    return sources
+    return sources + ([base_license] if base_license is not None else [])
 
 
 def data_licenses(metrics: dict) -> list[dict]:
     """Each training source's own terms: the card's ``data_licenses`` metadata."""
-    out = []
-    for d in metrics["datasets"]:
-        if d.get("role") != "train":
-            continue
-        lic = parse_license(d.get("license"))
-        info = dataset_info(d["name"])
-        out.append(
-            {
-                "dataset": info.pretty if info else str(d["name"]),
-                "split": str(d.get("split")),
-                "terms": lic.name if lic else str(d.get("license")),
-                "license_id": (lic.slug or lic.hub_id) if lic else None,
-                "link": (lic.link if lic else None) or (info.url if info else None),
-            }
-        )
-    return out
+    return [
+        {
+            "dataset": info.pretty if info else str(d["name"]),
+            "split": str(d.get("split")),
+            "terms": lic.name if lic else str(d.get("license")),
+            "license_id": (lic.slug or lic.hub_id) if lic else None,
+            "link": (lic.link if lic else None) or (info.url if info else None),
+        }
+        for d, lic, info in _training_rows(metrics)
+    ]

@@ -85,11 +85,16 @@ def stored_base_license(folder: Path, model_type: str, metrics: dict) -> tuple[s
 def model_facts(folder: str | Path, model_type: str) -> dict:
     """What the card's prose and usage snippets need to know about the model, read by loading it."""
     folder = Path(folder)
+    result = read_json(
+        folder / "evaluation.json"
+    )  # the suite's figures and the commands that wrote them, in order
+    result = result if isinstance(result, dict) else {}
+    commands = result.get("commands") or ([result["command"]] if result.get("command") else [])
     try:
         return {
             **MODEL_TYPES[model_type].facts(folder),
             "suite": suite_markdown(folder),
-            "suite_commands": suite_commands(folder),
+            "suite_commands": [str(c) for c in commands],
         }
     except CtxirError:
         raise
@@ -98,14 +103,6 @@ def model_facts(folder: str | Path, model_type: str) -> dict:
             f"the {model_type} in {str(folder)!r} does not load ({type(err).__name__}: {err}): fix "
             "the training output (re-save it with save_pretrained) and stage again"
         ) from err
-
-
-def suite_commands(folder: Path) -> list[str]:
-    """The commands that wrote the folder's evaluation.json (the suite's figures), in the order they ran."""
-    result = read_json(folder / "evaluation.json")
-    if not isinstance(result, dict):
-        return []
-    return [str(c) for c in result.get("commands") or ([result["command"]] if result.get("command") else [])]
 
 
 def suite_markdown(folder: Path) -> str | None:

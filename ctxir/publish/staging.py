@@ -15,14 +15,15 @@ from ctxir.encoders.models import load_transformer, resolve_model
 from ctxir.files import (
     disk_full,
     is_disk_full,
-    is_pickle_file,
     read_json,
+    refuse_pickles,
     write_atomic,
     write_checksums,
     write_json,
 )
 from ctxir.kinds import BI_ENCODER
 from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS, looks_like_hub_id
+from ctxir.publish import model_folder, standalone
 from ctxir.publish.adapted import adapt_metrics, is_adapt_output, write_standalone_bi_encoder
 from ctxir.publish.cards import CardInputs, check_card, render_card
 from ctxir.publish.licenses import LICENSE_FILE, License
@@ -33,26 +34,7 @@ from ctxir.publish.metrics_file import (
     training_license,
     validate_metrics,
 )
-from ctxir.publish.model_folder import (
-    README,
-    base_model_license,
-    cls_lr_base_dir,
-    detect_model_type,
-    folder_license,
-    model_facts,
-    stored_base_license,
-    transformer_dir,
-)
 from ctxir.publish.model_types import MODEL_TYPES
-from ctxir.publish.standalone import (
-    HUB_CODE_FILE,
-    check_card_snippets,
-    copy_side_files,
-    has_ctxir_heads,
-    needs_standalone,
-    write_standalone_cls_lr,
-    write_standalone_cross_encoder,
-)
 from ctxir.types import CtxirError
 
 FIGURES_DIR = "figures"
@@ -125,33 +107,6 @@ def check_base_model(base: str, repo_id: str) -> str:
     return base
 
 
-def _base_model_license(src: Path, metrics: dict) -> tuple[Path | None, str]:
-    """(the base encoder folder of a model that carries its base (CLS-LR), else None; the base model's license)."""
-    if not MODEL_TYPES[metrics["model_type"]].carries_base:
-        return None, base_model_license(metrics["base_model"])
-    base_dir, base_name = cls_lr_base_dir(src)
-    if base_dir == src:  # a bundled encoder (".") left its metrics.json behind: ask the base the run names
-        return base_dir, base_model_license(metrics["base_model"])
-    return base_dir, folder_license(base_dir, f"base model {base_name}")
-
-
-def _copy_model(src: Path, dest: Path, model_type: str, base_dir: Path | None, base_license: str) -> None:
-    """Copy the model's files (a sentence-transformers model: its files and module folders) into ``dest``."""
-    if MODEL_TYPES[model_type].carries_base:
-        _stage_cls_lr(src, dest, base_dir, base_license)
-        return
-    # an adapter, or ctxir's heads, over a base only ctxir resolves: merged, the full body (+ the heads' code)
-    if needs_standalone(src):
-        write = write_standalone_bi_encoder if model_type == BI_ENCODER else write_standalone_cross_encoder
-        write(src, dest)
-        copy_side_files(src, dest)
-        return
-    _copy_matching(src, dest, MODEL_FILE_PATTERNS, exclude=(METRICS_FILE, "trainer_state.json"))
-    for module in read_json(src / "modules.json") or []:
-        if module.get("path") and (src / module["path"]).is_dir():  # Normalize & co. may save no folder
-            _copy_matching(src / module["path"], dest / module["path"], MODEL_FILE_PATTERNS, recursive=True)
-
-
 def stage(
     model_dir: str | Path,
     repo_id: str,
@@ -183,112 +138,56 @@ def stage(
                 )
         metrics = load_metrics(src)
     model_type = metrics["model_type"]
-    found = detect_model_type(src)
+    carries_base = MODEL_TYPES[model_type].carries_base
+    found = model_folder.detect_model_type(src)
     if found != model_type:
         raise CtxirError(
             f"{METRICS_FILE} says model_type {model_type!r} but {str(src)!r} holds "
             f"{'a ' + found if found else 'no model sentence-transformers or ctxir can load'}: "
             "point --model-dir at the folder the training script saved"
         )
-    base_dir, base_license = _base_model_license(src, metrics)
+    # a model that carries its base (CLS-LR): that encoder's folder, whose license is the base's; a bundled
+    # encoder (".") left its metrics.json behind: ask the base the run names
+    base_dir, base_name = model_folder.cls_lr_base_dir(src) if carries_base else (None, "")
+    if base_dir in (None, src):
+        base_license = model_folder.base_model_license(metrics["base_model"])
+    else:
+        base_license = model_folder.folder_license(base_dir, f"base model {base_name}")
     training_license(metrics, base_license)  # refuse early: unknown training-data license
-    if MODEL_TYPES[model_type].carries_base and not base_model_id:
+    if carries_base and not base_model_id:
         raise CtxirError(
             f"the {model_type} in {str(src)!r} reads the encoder {metrics['base_model']!r}, a training folder: "
             "pass --base-model-id with that encoder's Hub id (e.g. the pushed cross-encoder it reads)"
         )
     base_model_id = check_base_model(base_model_id or str(metrics["base_model"]), repo_id)
 
-    # 2. refuse pickles before anything is copied
-    skipped = _publishable_files(src)
-
+    # 2. refuse pickles before anything is copied; trainer leftovers and work folders are left out
+    skipped, kept = [], []
+    for path in sorted(p for p in src.rglob("*") if p.is_file()):
+        rel = path.relative_to(src)
+        in_skipped_dir = any(_matches(part, SKIPPED_DIRS) for part in rel.parts[:-1])
+        if in_skipped_dir or (len(rel.parts) == 1 and _matches(rel.name, TRAINING_ARTIFACTS)):
+            skipped.append(rel.as_posix())
+        else:
+            kept.append(rel.as_posix())
+    refuse_pickles(src, kept)
     for fig in figures:
         if not Path(fig).expanduser().is_file() or Path(fig).suffix.lower() not in FIGURE_SUFFIXES:
             raise CtxirError(f"--figures {fig!r} is not a {'/'.join(FIGURE_SUFFIXES)} file")
+    figure_paths = sorted(
+        {
+            *(p for p in src.iterdir() if p.suffix.lower() in FIGURE_SUFFIXES),
+            *((src / FIGURES_DIR).glob("*") if (src / FIGURES_DIR).is_dir() else ()),
+            *(Path(f).expanduser().resolve() for f in figures),
+        }
+    )
+    for fig in figure_paths:
+        if not fig.is_file() or fig.suffix.lower() not in FIGURE_SUFFIXES:
+            raise CtxirError(f"figure {str(fig)!r} is not a {'/'.join(FIGURE_SUFFIXES)} file")
 
-    # 3. assembled beside the destination and swapped in whole: a full disk or a kill leaves the previous staging
-    dest = _fresh_staging_dir(src, repo_id, staging_dir)
-    work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
-    try:
-        (work / STAGING_MARKER).parent.mkdir(parents=True, exist_ok=True)
-        write_json(work / STAGING_MARKER, {"source": str(src), "repo_id": repo_id}, indent=None)
-
-        # 4. copy the model
-        _copy_model(src, work, model_type, base_dir, base_license)
-        if adapted:
-            write_json(work / RECORD_FILE, metrics["adapt"])  # the side file's copy, the corpus by name only
-
-        # 5. figures: <model-dir>/figures/*, figures beside the model, and any passed explicitly
-        staged_figures = _stage_figures(src, work, figures)
-
-        # 6. the card, under the repo's own name, its base the Hub id it was trained from
-        metrics["model_name"] = repo_id.split("/")[-1]
-        write_json(work / METRICS_FILE, metrics)
-        inputs = CardInputs(
-            repo_id=repo_id,
-            base_model_id=base_model_id,
-            base_license=base_license,
-            facts=_card_facts(src, work, model_type),
-            figures=staged_figures,
-        )
-        write_atomic(work / README, render_card(metrics, inputs).content)
-        # sources whose terms differ: their terms listed
-        if training_license(metrics, base_license)[0].link == LICENSE_FILE:
-            write_atomic(work / LICENSE_FILE, license_text(metrics, base_license))
-        write_checksums(work)  # last: what a download of the repo is checked against when loaded
-
-        # 7. validated (its card's snippets run as a Hub reader would) before it replaces the previous staging
-        report = validate(work, base_license=base_license, repo_id=repo_id)
-        _swap_in(work, dest)
-    except OSError as err:
-        if is_disk_full(err):
-            raise disk_full(dest, err) from err
-        raise
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    if adapted:  # the adapter's own files and the run's work files: replaced by the merged model
-        skipped = sorted(
-            {*skipped, *(f for f in _files(src) if f.startswith("work/") or f.startswith("adapter_"))}
-        )
-    report.folder, report.repo_id, report.skipped = Path(dest).expanduser().resolve(), repo_id, skipped
-    return report
-
-
-def _card_facts(src: Path, staged: Path, model_type: str) -> dict:
-    """What the card states of the model, with whether it is ``merged`` and its ``hub_code`` file."""
-    merged = not MODEL_TYPES[model_type].carries_base and needs_standalone(src)
-    # a merged bi-encoder is read off the staged folder: a plain SentenceTransformer (its adapter would need peft)
-    facts = model_facts(src if merged and model_type != BI_ENCODER else staged, model_type)
-    hub_code = HUB_CODE_FILE if (staged / HUB_CODE_FILE).is_file() else None
-    return {**facts, "merged": merged, "hub_code": hub_code}
-
-
-def _publishable_files(src: Path) -> list[str]:
-    """Refuse a folder holding pickle files (before anything is copied); → the files left out of the upload."""
-    skipped, pickles = [], []
-    for path in sorted(src.rglob("*")):
-        rel = path.relative_to(src)
-        if any(_matches(part, SKIPPED_DIRS) for part in rel.parts[:-1]) or not path.is_file():
-            if path.is_file():
-                skipped.append(rel.as_posix())
-            continue
-        if len(rel.parts) == 1 and _matches(rel.name, TRAINING_ARTIFACTS):
-            skipped.append(rel.as_posix())
-        elif is_pickle_file(path):
-            pickles.append(rel.as_posix())
-    if pickles:
-        raise CtxirError(
-            f"{str(src)!r} contains pickle files ({', '.join(pickles)}): pickle runs code when loaded, "
-            "so it is never published. Re-save the model with safetensors (save_pretrained does by "
-            "default) and delete the pickle files, then stage again"
-        )
-    return skipped
-
-
-def _fresh_staging_dir(src: Path, repo_id: str, staging_dir: str | Path | None) -> Path:
-    """An empty staging folder, marked as ctxir's; a previous staging there is replaced, anything else refused."""
-    # default: beside the training outputs (outputs/ is git-ignored)
-    default = src.parent / "hub" / repo_id.replace("/", "--")
+    # 3. an empty staging folder, marked as ctxir's (a previous staging there is replaced, anything else refused),
+    # assembled beside the destination and swapped in whole: a full disk or a kill leaves the previous staging
+    default = src.parent / "hub" / repo_id.replace("/", "--")  # beside the training outputs (git-ignored)
     dest = Path(staging_dir).expanduser().resolve() if staging_dir else default
     if dest == src or src in dest.parents or dest in src.parents:
         raise CtxirError(
@@ -300,37 +199,76 @@ def _fresh_staging_dir(src: Path, repo_id: str, staging_dir: str | Path | None) 
             f"--staging-dir {str(dest)!r} exists and is not a previous staging: empty it or choose another folder"
         )
     dest.parent.mkdir(parents=True, exist_ok=True)
-    return dest
+    work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    try:
+        (work / STAGING_MARKER).parent.mkdir(parents=True, exist_ok=True)
+        write_json(work / STAGING_MARKER, {"source": str(src), "repo_id": repo_id}, indent=None)
 
+        # 4. copy the model; an adapter, or ctxir's heads, over a base only ctxir resolves: merged, the full body
+        merged = not carries_base and standalone.needs_standalone(src)
+        if carries_base:
+            _stage_cls_lr(src, work, base_dir, base_license)
+        elif merged:
+            write = (
+                write_standalone_bi_encoder
+                if model_type == BI_ENCODER
+                else standalone.write_standalone_cross_encoder
+            )
+            write(src, work)
+            standalone.copy_side_files(src, work)
+        else:
+            _copy_matching(src, work, MODEL_FILE_PATTERNS, exclude=(METRICS_FILE, "trainer_state.json"))
+            # each module's folder (Normalize & co. may save none)
+            for path in [m["path"] for m in read_json(src / "modules.json") or [] if m.get("path")]:
+                if (src / path).is_dir():
+                    _copy_matching(src / path, work / path, MODEL_FILE_PATTERNS, recursive=True)
+        if adapted:
+            write_json(work / RECORD_FILE, metrics["adapt"])  # the side file's copy, the corpus by name only
 
-def _swap_in(work: Path, dest: Path) -> None:
-    """``work`` becomes ``dest``; a previous staging there is removed only once the new one is in place."""
-    old = dest.with_name(f".{dest.name}.old.tmp")
-    shutil.rmtree(old, ignore_errors=True)
-    if dest.exists():
-        dest.rename(old)
-    work.rename(dest)
-    shutil.rmtree(old, ignore_errors=True)
+        # 5. figures: <model-dir>/figures/*, figures beside the model, and any passed explicitly
+        for fig in figure_paths:
+            (work / FIGURES_DIR).mkdir(exist_ok=True)
+            shutil.copy2(fig, work / FIGURES_DIR / fig.name)
 
+        # 6. the card, under the repo's own name, its base the Hub id it was trained from; a merged bi-encoder is
+        # read off the staged folder: a plain SentenceTransformer (its adapter would need peft)
+        metrics["model_name"] = repo_id.split("/")[-1]
+        write_json(work / METRICS_FILE, metrics)
+        facts = model_folder.model_facts(src if merged and model_type != BI_ENCODER else work, model_type)
+        hub_code = standalone.HUB_CODE_FILE if (work / standalone.HUB_CODE_FILE).is_file() else None
+        inputs = CardInputs(
+            repo_id=repo_id,
+            base_model_id=base_model_id,
+            base_license=base_license,
+            facts={**facts, "merged": merged, "hub_code": hub_code},
+            figures=[f"{FIGURES_DIR}/{fig.name}" for fig in figure_paths if fig.suffix.lower() != ".html"],
+        )
+        write_atomic(work / model_folder.README, render_card(metrics, inputs).content)
+        # sources whose terms differ: their terms listed
+        if training_license(metrics, base_license)[0].link == LICENSE_FILE:
+            write_atomic(work / LICENSE_FILE, license_text(metrics, base_license))
+        write_checksums(work)  # last: what a download of the repo is checked against when loaded
 
-def _stage_figures(src: Path, dest: Path, figures) -> list[str]:
-    """Copy <model-dir>/figures/*, figures beside the model and ``figures`` → the image paths the card shows."""
-    figure_paths = sorted(
-        {
-            *(p for p in src.iterdir() if p.suffix.lower() in FIGURE_SUFFIXES),
-            *((src / FIGURES_DIR).glob("*") if (src / FIGURES_DIR).is_dir() else ()),
-            *(Path(f).expanduser().resolve() for f in figures),
-        }
-    )
-    staged_figures = []
-    for fig in figure_paths:
-        if not fig.is_file() or fig.suffix.lower() not in FIGURE_SUFFIXES:
-            raise CtxirError(f"figure {str(fig)!r} is not a {'/'.join(FIGURE_SUFFIXES)} file")
-        (dest / FIGURES_DIR).mkdir(exist_ok=True)
-        shutil.copy2(fig, dest / FIGURES_DIR / fig.name)
-        if fig.suffix.lower() != ".html":
-            staged_figures.append(f"{FIGURES_DIR}/{fig.name}")
-    return staged_figures
+        # 7. validated (its card's snippets run as a Hub reader would), then swapped in; the old one removed last
+        report = validate(work, base_license=base_license, repo_id=repo_id)
+        old = dest.with_name(f".{dest.name}.old.tmp")
+        shutil.rmtree(old, ignore_errors=True)
+        if dest.exists():
+            dest.rename(old)
+        work.rename(dest)
+        shutil.rmtree(old, ignore_errors=True)
+    except OSError as err:
+        if is_disk_full(err):
+            raise disk_full(dest, err) from err
+        raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if adapted:  # the adapter's own files and the run's work files: replaced by the merged model
+        skipped = sorted(
+            {*skipped, *(f for f in _files(src) if f.startswith("work/") or f.startswith("adapter_"))}
+        )
+    report.folder, report.repo_id, report.skipped = dest, repo_id, skipped
+    return report
 
 
 def _copy_matching(src: Path, dest: Path, patterns, exclude=(), recursive: bool = False) -> None:
@@ -346,11 +284,11 @@ def _stage_cls_lr(src: Path, dest: Path, base_dir: Path, base_license: tuple[str
     """Ranker weights + config, and the encoder it reads copied beside them (config base_model = ".")."""
     config = read_json(src / CLS_LR_CONFIG)
     base = config.get("base_model", "")
-    if has_ctxir_heads(base_dir):  # that cross-encoder standalone, the ranker as its last head
-        write_standalone_cls_lr(src, base_dir, dest)
-        copy_side_files(src, dest)  # the ranker's own records (fusion, evaluation): ctxir reads them
+    if standalone.has_ctxir_heads(base_dir):  # that cross-encoder standalone, the ranker as its last head
+        standalone.write_standalone_cls_lr(src, base_dir, dest)
+        standalone.copy_side_files(src, dest)  # the ranker's own records (fusion, evaluation): ctxir reads
     else:  # a plain base encoder: its transformer body (AutoModel + tokenizer) copied beside the ranker
-        body = transformer_dir(base_dir)
+        body = model_folder.transformer_dir(base_dir)
         if not any(p.suffix == ".safetensors" and p.name != CLS_LR_WEIGHTS for p in body.iterdir()):
             raise CtxirError(
                 f"the CLS-LR base model {base!r} ({str(body)!r}) has no .safetensors weights: re-save it "
@@ -379,12 +317,7 @@ def validate(
         raise CtxirError(f"{str(folder)!r} is not a folder: pass the staged folder `push --dry-run` printed")
     files = list(filter_repo_objects(_files(folder), ignore_patterns=DEFAULT_IGNORE_PATTERNS))
     # 1. nothing a loader would unpickle
-    pickles = [f for f in files if is_pickle_file(folder / f)]
-    if pickles:
-        raise CtxirError(
-            f"{str(folder)!r} contains pickle files ({', '.join(pickles)}): they are never published "
-            "(loading a pickle can run code). Delete them; weights must be .safetensors"
-        )
+    refuse_pickles(folder, files)
     # 2. exactly what upload_folder sends and `hf download` returns
     hidden = [f for f in files if any(part.startswith(".") for part in f.split("/"))]
     if hidden:
@@ -397,20 +330,30 @@ def validate(
     # 3. the card agrees with metrics.json
     metrics = load_metrics(folder)
     model_type = metrics["model_type"]
-    found = detect_model_type(folder)
+    found = model_folder.detect_model_type(folder)
     if found != model_type:
         raise CtxirError(
             f"{METRICS_FILE} says {model_type!r} but {str(folder)!r} holds {found or 'no known model'}"
         )
     if base_license is False:
-        base_license = stored_base_license(folder, model_type, metrics)
-    meta = check_card(folder / README, metrics, base_license)
-    # 4. it loads back and produces finite scores, the way users and ctxir will load it
-    _load_check(folder, model_type)
+        base_license = model_folder.stored_base_license(folder, model_type, metrics)
+    meta = check_card(folder / model_folder.README, metrics, base_license)
+    # 4. it loads back and gives finite scores, as users and ctxir load it: afresh, not from ctxir's caches
+    resolve_model.cache_clear()
+    load_transformer.cache_clear()
+    try:
+        scores = MODEL_TYPES[model_type].load_scores(resolve_model(str(folder)), LOAD_CHECK_TEXTS)
+    except CtxirError:
+        raise
+    except Exception as err:  # any loader failure means the repo would be broken for its users
+        raise CtxirError(f"the staged {model_type} in {str(folder)!r} does not load back: {err}") from err
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.size == 0 or not np.isfinite(scores).all():
+        raise CtxirError(f"the staged {model_type} in {str(folder)!r} loads but gives non-finite scores")
     # 5. the card's snippets run from the repo as `hf download` leaves it, those without ctxir where it is absent
     repo_id = repo_id or read_json(folder / STAGING_MARKER, strict=False).get("repo_id")
     if repo_id:
-        check_card_snippets(folder, repo_id)
+        standalone.check_card_snippets(folder, repo_id)
     return StagedRepo(
         folder=folder,
         repo_id=repo_id or "",
@@ -419,19 +362,3 @@ def validate(
         files=files,
         eval_count=len(metrics["evaluations"]),
     )
-
-
-def _load_check(folder: Path, model_type: str) -> None:
-    # A re-staged folder at the same path must be loaded afresh, not from ctxir's per-process caches.
-    resolve_model.cache_clear()
-    load_transformer.cache_clear()
-    path = resolve_model(str(folder))
-    try:
-        scores = MODEL_TYPES[model_type].load_scores(path, LOAD_CHECK_TEXTS)
-    except CtxirError:
-        raise
-    except Exception as err:  # any loader failure means the repo would be broken for its users
-        raise CtxirError(f"the staged {model_type} in {str(folder)!r} does not load back: {err}") from err
-    scores = np.asarray(scores, dtype=np.float64)
-    if scores.size == 0 or not np.isfinite(scores).all():
-        raise CtxirError(f"the staged {model_type} in {str(folder)!r} loads but gives non-finite scores")
