@@ -144,9 +144,8 @@ def leftovers(folder: Path) -> list[str]:
 
 def snapshot(folder: Path) -> dict[str, bytes]:
     """Every file under ``folder`` by relative path."""
-    return {
-        p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
-    }
+    files = [p for p in sorted(folder.rglob("*")) if p.is_file()]
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in files}
 
 
 def stopped(err, failed: bool, folder: Path) -> None:

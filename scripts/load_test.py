@@ -266,13 +266,8 @@ def run(args: LoadArgs) -> dict:
             )
             time.sleep(args.pause_s)
         alive = answers(url)
-    fields = {
-        "args": asdict(args),
-        "bursts": bursts,
-        "still_serving": alive,
-        "app_exit_code": server.returncode,
-    }
-    result = record("load_test.py", args, server, **fields)
+    fields = {"args": asdict(args), "bursts": bursts, "still_serving": alive}
+    result = record("load_test.py", args, server, **fields, app_exit_code=server.returncode)
     out = write_json(args.output, result, indent=1)
     print(f"still serving: {alive}; written {out}")
     return result
