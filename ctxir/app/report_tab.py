@@ -24,22 +24,6 @@ HOW = (
 )
 
 
-def _read(path, limit_mb: float) -> dict:
-    path = uploaded(
-        path,
-        limit_mb,
-        "reads report files",
-        "use fewer --report-queries, or open the .html the command wrote",
-    )
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise CtxirError(f"{path.name} is not a JSON file ({err}): upload {HOW}") from None
-    if not isinstance(value, dict):
-        raise CtxirError(f"{path.name} holds a JSON {type(value).__name__}, not an object: upload {HOW}")
-    return value
-
-
 def _from_results(state: AppState, name: str, results: dict, metric: str, worst: int) -> tuple[list, dict]:
     """(cases, meta) of a results JSON, judged by the qrels of the BEIR folder the app was started on."""
     from ctxir.evaluation.report import report_from_results
@@ -75,8 +59,14 @@ def failure_report(
     if not path:
         raise CtxirError(f"no file was uploaded: choose {HOW}")
     worst = check_int(worst, "worst queries", 1, MAX_WORST)
-    raw = _read(path, state.config.max_upload_mb)
-    path = Path(path)
+    fix = "use fewer --report-queries, or open the .html the command wrote"
+    path = uploaded(path, state.config.max_upload_mb, "reads report files", fix)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CtxirError(f"{path.name} is not a JSON file ({err}): upload {HOW}") from None
+    if not isinstance(raw, dict):
+        raise CtxirError(f"{path.name} holds a JSON {type(raw).__name__}, not an object: upload {HOW}")
     if raw.get("format") == REPORT_FORMAT:
         if not isinstance(raw.get("version"), int) or raw["version"] > REPORT_VERSION:
             raise CtxirError(
