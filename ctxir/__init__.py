@@ -4,13 +4,7 @@ before it: data → encoders → retrieval → rerank → explain → evaluation
 # ruff: noqa: F401 -- every import is exported (__all__, below)
 from types import ModuleType as _ModuleType
 
-from ctxir.classify import (
-    CentroidClassifier,
-    KnnClassifier,
-    LogRegClassifier,
-    Prediction,
-    ZeroShotClassifier,
-)
+from ctxir.classify import CentroidClassifier, KnnClassifier, LogRegClassifier, Prediction, ZeroShotClassifier
 from ctxir.data.beir import load_beir
 from ctxir.data.labelled import Label, load_labelled
 from ctxir.data.sentence_pairs import load_sick, load_snli, load_sts

@@ -292,12 +292,7 @@ SBERT_CITATION = (
 
 
 # evaluation-only collections (the out-of-domain suite, training/evaluate_reranker.py): how a card names them
-EVAL_ONLY_NAMES = {
-    "ctxir-demo": "ctxir's demo corpus",
-    "medline": "Medline",
-    "npl": "NPL",
-    "lisa": "LISA",
-}
+EVAL_ONLY_NAMES = {"ctxir-demo": "ctxir's demo corpus", "medline": "Medline", "npl": "NPL", "lisa": "LISA"}
 
 
 def display_name(name: str) -> str:
