@@ -507,29 +507,6 @@ def test_cls_lr_with_a_relative_or_bundled_base_stages_self_contained(runs, tmp_
     np.testing.assert_allclose(got, expected, atol=1e-5)
 
 
-def test_training_wrapper_runs_the_same_push(runs, tmp_path, capsys):
-    import importlib
-
-    wrapper = importlib.import_module("training.push_to_hub")
-    code = wrapper.main(
-        [
-            "--model-dir",
-            str(runs["bi-encoder"]),
-            "--repo-id",
-            "ctxir/tiny-bi",
-            "--staging-dir",
-            str(tmp_path / "out"),
-            "--create-pr",
-            "--base-model-id",
-            TINY_BASE,
-            "--dry-run",
-        ]
-    )
-    assert code == 0
-    assert "--create-pr" in capsys.readouterr().out
-    assert validate(tmp_path / "out").model_type == "bi-encoder"
-
-
 def test_a_downloaded_folder_validates_but_other_hidden_files_do_not(staged, tmp_path):
     folder = Path(shutil.copytree(staged["bi-encoder"].folder, tmp_path / "downloaded"))
     bookkeeping = folder / ".cache" / "huggingface" / "download" / "model.safetensors.metadata"
