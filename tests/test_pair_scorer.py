@@ -282,38 +282,6 @@ def test_a_dev_best_checkpoint_that_cannot_be_loaded_stops_the_run_and_keeps_the
     assert list((out / "checkpoints").glob("checkpoint-*")) and not (out / "metrics.json").exists()
 
 
-def test_cosent_loss_by_hand_and_it_trains_the_pair_scorer(tiny_bert_dir, tmp_path, training_argv):
-    """--loss cosent: CoSENT's pairwise sum over the batch's scores, by hand; a run trains with it and says so."""
-    import torch
-    from test_training import _write_toy_root
-
-    scores, gold = torch.tensor([0.2, 0.5, 0.1]), torch.tensor([3.0, 1.0, 0.0])
-    # gold orders 0 > 1 > 2: pairs (0,1), (0,2), (1,2) with s_j − s_i = 0.3, −0.1, −0.4, times scale 2
-    expected = np.log(1 + np.exp(0.6) + np.exp(-0.2) + np.exp(-0.8))
-    assert float(train_pair_scorer.cosent_loss(scores, gold, 2.0)) == pytest.approx(expected, rel=1e-6)
-    assert float(train_pair_scorer.cosent_loss(scores, torch.ones(3), 2.0)) == 0.0  # ties give no pair
-    scores.requires_grad_(True)
-    train_pair_scorer.cosent_loss(scores, gold, 2.0).backward()
-    assert scores.grad[0] < 0 < scores.grad[2]  # descent raises the best pair's score, lowers the worst's
-
-    out = tmp_path / "cosent"
-    assert (
-        train_pair_scorer.main(
-            training_argv(
-                tiny_bert_dir,
-                _write_toy_root(tmp_path / "d"),
-                out,
-                max_steps=2,
-                batch_size=4,
-                lora_r=2,
-                loss="cosent",
-            )
-        )
-        == 0
-    )
-    assert json.loads((out / "metrics.json").read_text())["objective"] == "CoSENTPairLoss"
-
-
 def test_extra_train_sick_adds_its_train_pairs_on_the_stsb_scale(
     tiny_bert_dir, tmp_path, capsys, training_argv
 ):

@@ -143,16 +143,6 @@ DOCUMENTED = [
         ),
     ),
     (
-        (
-            "python training/train_pair_scorer.py --recipe recipes/pair-scorer-r16-lr5e-4.yaml --loss cosent "
-            "--eval-steps 180 --output-dir outputs/sts-r16-cosent"
-        ),
-        (
-            "python training/train_pair_scorer.py --epochs 1 --lora-r 16 --learning-rate 5e-4 --loss cosent "
-            "--eval-before false --eval-steps 180 --torch-threads 1 --output-dir outputs/sts-r16-cosent"
-        ),
-    ),
-    (
         "python training/train_pair_scorer.py --recipe recipes/pair-scorer-silver.yaml",
         (
             "python training/train_pair_scorer.py --extra-train silver --silver-pairs outputs/silver-stsb.csv"

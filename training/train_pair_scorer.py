@@ -41,10 +41,6 @@ class PairScorerArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
     )
     lora_r: int = flag(8, "LoRA rank (≥ 1) on every linear layer of each BERT block")
     lora_alpha: float = flag(0.0, "LoRA scaling alpha (0 = 2 × --lora-r)")
-    loss: Literal["mse", "bce", "cosent"] = flag(
-        "mse", "mse: score regresses gold / 5; bce: soft labels; cosent: CoSENT on the scores"
-    )
-    init_scale: float = flag(1.0, "the head's starting scale on the cosine (1 fits --loss mse)")
     head_learning_rate: float = flag(1e-3, "learning rate of the head's weights (0 = --learning-rate)")
     output_dir: str = flag("", "default outputs/pair-scorer-stsb")
     num_train_epochs: float = trainer_setting("num_train_epochs", 2.0)
@@ -96,11 +92,6 @@ def check(args: PairScorerArgs) -> None:
             f"--init-from {args.init_from!r} holds no {ADAPTER_WEIGHTS} and {HEAD_FOLDER}/: pass a folder this "
             "script wrote, or the shipped pair scorer ctxir/assets/models/sts-cross-encoder"
         )
-    if args.init_scale == 0:
-        raise CtxirError(
-            "--init-scale 0 would start the head at a constant score with no gradient to the "
-            "cosine: use e.g. 1 (--loss mse) or 8 (--loss bce)"
-        )
 
 
 def load(args: PairScorerArgs, device: str):
@@ -114,7 +105,7 @@ def load(args: PairScorerArgs, device: str):
 
     body = Transformer(resolve_model(args.model), transformer_task="feature-extraction")
     body.model.config.num_labels = 1  # CrossEncoder.num_labels reads the body's config: one score per pair
-    head = SegmentCosineHead(body.model.config.hidden_size, init_scale=args.init_scale)
+    head = SegmentCosineHead(body.model.config.hidden_size, init_scale=1.0)
     model = CrossEncoder(modules=[body, head], device=device, activation_fn=torch.nn.Identity())
     set_max_length(model, args.max_length, name="--max-length")  # never beyond the body's position embeddings
     # --init-from: continue that pair scorer, its adapter trainable (own rank, alpha, targets) and its head
@@ -138,34 +129,6 @@ def load(args: PairScorerArgs, device: str):
     return model
 
 
-def cosent_loss(scores, labels, scale: float = 20.0):
-    """CoSENT (Su, 2022) on one score per pair: log(1 + Σ exp(scale · (s_j − s_i))) over pairs with gold_i > gold_j.
-
-    >>> ordered = cosent_loss(torch.tensor([0.9, 0.1]), torch.tensor([1.0, 0.0]), 1.0)  # log(1 + e^-0.8)
-    >>> round(float(ordered), 4), round(float(cosent_loss(torch.tensor([0.1, 0.9]), torch.tensor([1.0, 0.0]), 1.0)), 4)
-    (0.3711, 1.1711)
-    """
-    differences = scale * (scores[None, :] - scores[:, None])  # (batch, batch): [i, j] = scale · (s_j − s_i)
-    wrong_way = labels[:, None] > labels[None, :]  # only pairs whose gold says i above j
-    terms = differences[wrong_way]
-    return torch.logsumexp(torch.cat([terms.new_zeros(1), terms]), dim=0)  # log(1 + Σ exp(·)); 0 with no pair
-
-
-class CoSENTPairLoss(losses.MSELoss):
-    """sentence-transformers' MSELoss (its checks, its pair preprocessing) with ``cosent_loss`` as the objective."""
-
-    def __init__(self, model, scale: float = 20.0):
-        super().__init__(model)
-        self.scale = float(scale)
-        del self.loss_fct  # MSELoss's torch.nn.MSELoss: the method below takes its place
-
-    def loss_fct(self, scores, labels):
-        return cosent_loss(scores, labels, self.scale)
-
-    def get_config_dict(self):
-        return {"scale": self.scale}
-
-
 def run(args: PairScorerArgs) -> dict:
     """Train one pair scorer; returns the metrics.json record (empty on non-main processes)."""
     from safetensors.torch import load_file, save_file
@@ -186,9 +149,8 @@ def run(args: PairScorerArgs) -> dict:
         # 2. load the data: STS-B (+ --extra-train) pairs, the STS-B dev evaluator and test
         data = build_pair_scorer_data(args)
         print(f"training rows: {len(data.train)}, columns {data.train.column_names}")
-        # 3. the loss on the raw score (activation Identity): BCE's logits are the raw score too
-        named = {"mse": losses.MSELoss, "bce": losses.BinaryCrossEntropyLoss, "cosent": CoSENTPairLoss}
-        loss = named[args.loss](model)
+        # 3. the loss: the raw score (activation Identity) regresses gold / 5
+        loss = losses.MSELoss(model)
         # 4. evaluator: the dev one during training, and the starting model's scores
         both, batch = args.pair_orders == "both", args.per_device_train_batch_size
         before = sts_test(model, data.test["sts"], batch, both) if args.eval_before else {}
