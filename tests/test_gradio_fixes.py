@@ -162,3 +162,12 @@ def test_a_radio_says_why_a_kind_is_not_loaded():
     radio = gradio_fixes.refuse_unloaded(gr.Radio(["none"], value="none"), Models())
     with pytest.raises(CtxirError, match="cls-lr re-ranker is not available: restart the app with --cls-lr"):
         radio.preprocess("cls-lr")
+
+
+def test_the_apps_css_is_kept_without_a_warning():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        blocks = gradio_fixes.styled_blocks("body { color: red }")
+    assert blocks._deprecated_css == "body { color: red }"  # what launch() applies when it gets no css

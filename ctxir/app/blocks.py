@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import gradio as gr
@@ -20,7 +19,7 @@ from ctxir.app.api import document_api
 from ctxir.app.config import AppConfig, flag
 from ctxir.app.first_view import FirstView
 from ctxir.app.first_view import wire as wire_first_view
-from ctxir.app.gradio_fixes import fill_missing_inputs, named, plain_errors_for_api
+from ctxir.app.gradio_fixes import fill_missing_inputs, named, plain_errors_for_api, styled_blocks
 from ctxir.app.models import prompts_named
 from ctxir.app.outputs import Outputs
 from ctxir.app.state import AppState
@@ -104,11 +103,8 @@ def build_app(
         # The page was closed or reloaded (a reload is a new session): its uploads are released.
         state.uploads.release(getattr(request, "session_hash", None) or "")
 
-    # css here too (Gradio 6 reads it in launch()), so every launch looks the same; uploads cached 10 minutes
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="The parameters have been moved", category=UserWarning)
-        # analytics off: an offline tool does not phone home (Gradio also turns off the Hub's telemetry then)
-        blocks = gr.Blocks(title=TITLE, delete_cache=(300, 600), css=CSS, analytics_enabled=False)
+    # uploads cached 10 minutes; analytics off: an offline tool does not phone home
+    blocks = styled_blocks(CSS, title=TITLE, delete_cache=(300, 600), analytics_enabled=False)
     with blocks as demo:
         gr.Markdown(f"## {TITLE}\n{INTRO}", elem_classes=["ctxir-intro"])
         gr.Markdown(status_line(state), elem_classes=["ctxir-status"], elem_id="model-status")

@@ -7,6 +7,7 @@ import asyncio
 import datetime
 import functools
 import threading
+import warnings
 from typing import TYPE_CHECKING
 
 import gradio as gr
@@ -41,6 +42,16 @@ class ClosingEventLoopPolicy(asyncio.DefaultEventLoopPolicy):
             and not replaced.is_closed()
         ):
             replaced.close()
+
+
+def styled_blocks(css: str, **kwargs) -> gr.Blocks:
+    """Gradio 6 reads ``css`` in ``launch()``, and warns when the constructor gets it ("The parameters have been
+    moved"), though it still applies it there: a demo keeps its style however it is launched, without the warning.
+
+    Test: ``test_the_apps_css_is_kept_without_a_warning``."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The parameters have been moved", category=UserWarning)
+        return gr.Blocks(css=css, **kwargs)
 
 
 def track_tqdm_first() -> None:
