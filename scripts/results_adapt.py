@@ -48,13 +48,11 @@ DEV = {
     "squad": ("SQuAD v1.1 dev (general/)", "dev"),
     "msmarco-triples": ("MS MARCO training triples (general/)", "dev"),
     "wikiqa": ("WikiQA questions over pages (general/)", "dev"),
-    "squad-unseen": ("SQuAD v1.1 dev, the generator's unseen half (general/)", "dev"),
 }
 GENERAL = {  # name → (its file under ../shared/data/general, the ctxir.data.general reader's name)
     "squad": ("squad-v1.1/dev-v1.1.json", "load_squad"),
     "msmarco-triples": ("msmarco-triples/toy_triples.train.small.tsv", "load_msmarco_triples"),
     "wikiqa": ("wikiqa", "load_wikiqa_pages"),  # the folder: all three splits' pages
-    "squad-unseen": ("squad-v1.1/dev-v1.1.json", "load_squad_unseen"),
 }
 DEV_QUESTIONS = 3000  # a seeded sample of a set's questions, so each evaluation takes about a minute
 # the ctxir evaluate runs: name → flags (the re-ranked one also gives its first stage, the hybrid, alone)

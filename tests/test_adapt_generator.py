@@ -1,7 +1,6 @@
-"""The experimental query generator (``ctxir.adapt.generator``) on a tiny BERT: its cached generation is the prefix
-language model it was trained as, it learns, saves and loads back the same; a sequence-to-sequence doc2query model (a
-tiny T5) is the other kind of generator; ``ctxir adapt --query-kinds generated --generator DIR`` adapts on either's
-queries; bad combinations and folders get their message."""
+"""The experimental query generator (``ctxir.adapt.generator``): a sequence-to-sequence doc2query model (a tiny T5)
+writes seeded queries; ``ctxir adapt --query-kinds generated --generator DIR`` adapts on them; bad combinations and
+folders get their message."""
 
 from __future__ import annotations
 
@@ -11,14 +10,7 @@ import pytest
 import torch
 
 from ctxir.adapt import AdaptArgs, run
-from ctxir.adapt.generator import (
-    GENERATOR_CONFIG,
-    QueryGenerator,
-    generate_queries,
-    load_generator,
-    prefix_lm_batch,
-    save_generator,
-)
+from ctxir.adapt.generator import generate_queries, load_generator
 from ctxir.adapt.queries import pseudo_queries
 from ctxir.types import CtxirError
 from tests import tiny_models
@@ -35,23 +27,6 @@ def base(tmp_path_factory):
     words = sorted({w for t in [*PASSAGES.values(), *WANTED.values()] for w in t.split()})
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
     return tiny_models.save_tiny_bert(tmp_path_factory.mktemp("tiny-base"), vocab)
-
-
-@pytest.fixture(scope="module")
-def trained(base, tmp_path_factory):
-    """A tiny generator trained until it writes each passage's query, saved: its folder."""
-    torch.manual_seed(0)
-    model, tokenizer = QueryGenerator.build(str(base))
-    batch = prefix_lm_batch(tokenizer, list(PASSAGES.values()), [WANTED[k] for k in PASSAGES])
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
-    model.train()
-    for _ in range(40):
-        model(**batch)["loss"].backward()
-        optimizer.step()
-        optimizer.zero_grad()
-    folder = tmp_path_factory.mktemp("generator")
-    save_generator(model, folder, {"base": str(base)})
-    return folder
 
 
 @pytest.fixture(scope="module")
@@ -84,66 +59,9 @@ def seq2seq(base, tmp_path_factory):
     return folder
 
 
-def test_the_batch_masks_the_query_left_to_right_and_labels_the_next_token(base):
-    _, tokenizer = QueryGenerator.build(str(base))
-    batch = prefix_lm_batch(tokenizer, ["otters dig dens", "bread"], ["where otters", "how"])
-    # row 0: [CLS] otters dig dens [SEP] | where otters [SEP]
-    n, m = 5, 3
-    mask = batch["attention_mask"][0, 0]
-    assert (
-        mask[:n, :n].all() and not mask[:n, n:].any()
-    )  # the passage reads itself both ways, never the query
-    assert mask[n:, :n].all() and torch.equal(mask[n:, n:], torch.ones(m, m, dtype=torch.bool).tril())
-    assert batch["token_type_ids"][0].tolist() == [0] * n + [1] * m
-    labels = batch["labels"][0].tolist()
-    assert (
-        tokenizer.decode(labels[n - 1 : n - 1 + m]) == "where otters [SEP]" and labels[: n - 1] == [-100] * 4
-    )
-
-
-def test_cached_generation_is_the_prefix_language_model_it_was_trained_as(base):
-    """Greedy decoding on the cache (the passage once, then a token at a time) writes what greedy decoding with a
-    full pass under the training mask writes, token by token."""
-    torch.manual_seed(1)
-    model, tokenizer = QueryGenerator.build(str(base))
-    with torch.no_grad():  # an untrained head would write [SEP] at once: a random one writes words
-        model.transform[0].weight.normal_(std=0.5)
-        model.bias.normal_()
-        model.bias[: tokenizer.convert_tokens_to_ids("[MASK]") + 1] = -1e4  # no special token, [SEP] included
-    model.eval()
-    for text in ["otters dig dens in the river bank", "bread"]:
-        cached = generate_queries(model, tokenizer, [text], per_text=1, top_p=1e-9)[0][0]
-        n, full = len(tokenizer(text)["input_ids"]), []
-        while len(full) < 32:
-            batch = prefix_lm_batch(tokenizer, [text], [tokenizer.decode(full)])
-            with (
-                torch.inference_mode()
-            ):  # the query so far, then [SEP]: read the score at its last real token
-                token = int(model(**batch)["logits"][0, n - 1 + len(full)].argmax())
-            if token == tokenizer.sep_token_id:
-                break
-            full.append(token)
-        assert len(full) == 32 and cached == tokenizer.decode(full)
-
-
-def test_the_trained_generator_writes_its_queries_and_loads_back_the_same(trained, base):
-    model, tokenizer = load_generator(trained)
-    texts = list(PASSAGES.values())
-    # nucleus 1e-9: the most likely query (a tiny model's distribution is too flat for GPL's 0.95 to land on it)
-    got = generate_queries(model, tokenizer, texts, per_text=2, seed=0, top_p=1e-9)
-    assert got == [[WANTED["otters"]] * 2, [WANTED["bread"]] * 2]
-    sampled = generate_queries(model, tokenizer, texts, per_text=2, seed=0)
-    assert [len(g) for g in sampled] == [2, 2]
-    assert generate_queries(model, tokenizer, texts, per_text=2, seed=0) == sampled  # seeded
-    untrained, _ = QueryGenerator.build(str(base))
-    assert generate_queries(untrained.eval(), tokenizer, texts, per_text=1, seed=0, top_p=1e-9) != [
-        g[:1] for g in got
-    ]
-
-
 def test_a_sequence_to_sequence_generator_writes_its_queries_seeded_leaving_the_random_state(seq2seq):
     model, tokenizer = load_generator(seq2seq)
-    assert not isinstance(model, QueryGenerator) and model.config.is_encoder_decoder
+    assert model.config.is_encoder_decoder
     texts = list(PASSAGES.values())
     got = generate_queries(model, tokenizer, texts, per_text=2, seed=0, top_p=1e-9)
     assert got == [[WANTED["otters"]] * 2, [WANTED["bread"]] * 2]
@@ -156,12 +74,10 @@ def test_a_sequence_to_sequence_generator_writes_its_queries_seeded_leaving_the_
 
 
 def test_a_folder_that_is_no_generator_is_refused(tmp_path, base, seq2seq):
-    valid = "training/train_query_generator.py wrote, or a sequence-to-sequence doc2query model"
-    with pytest.raises(CtxirError, match=f"has no config.json.*{valid}"):
+    valid = "ass a sequence-to-sequence doc2query model"  # "Pass" after a sentence, "pass" after a colon
+    with pytest.raises(CtxirError, match=f"has no config.json.*P{valid}"):
         load_generator(tmp_path)
-    with pytest.raises(
-        CtxirError, match=f"is a 'bert' model, not a query generator: pass the folder {valid}"
-    ):
+    with pytest.raises(CtxirError, match=f"is a 'bert' model, not a query generator: p{valid}"):
         load_generator(base)
     unweighted = tmp_path / "unweighted"  # a copy without its weights (a pickled Hub repo: test below)
     unweighted.mkdir()
@@ -173,10 +89,6 @@ def test_a_folder_that_is_no_generator_is_refused(tmp_path, base, seq2seq):
     (unweighted / "pytorch_model.bin").write_bytes(b"not read")
     with pytest.raises(CtxirError, match=r"holds pickle file.*ctxir loads safetensors only"):
         load_generator(unweighted)
-    (tmp_path / "stopped").mkdir()
-    (tmp_path / "stopped" / GENERATOR_CONFIG).write_text("{}")
-    with pytest.raises(CtxirError, match=r"but no model\.safetensors: its training was stopped"):
-        load_generator(tmp_path / "stopped")
 
 
 def test_generated_queries_take_the_whole_document_as_positive_and_drop_too_short_ones():
@@ -239,9 +151,8 @@ def test_a_hub_doc2query_model_loads_offline_from_the_cache_and_pickled_ones_are
         resolve_model.cache_clear()
 
 
-@pytest.mark.parametrize("which", ["prefix-lm", "seq2seq"])
-def test_adapt_trains_on_generated_queries(which, request, base, tmp_path, monkeypatch):
-    trained = request.getfixturevalue("trained" if which == "prefix-lm" else "seq2seq")
+def test_adapt_trains_on_generated_queries(seq2seq, base, tmp_path, monkeypatch):
+    trained = seq2seq
     monkeypatch.setenv("CTXIR_CACHE", str(tmp_path / "cache"))
     args = AdaptArgs(
         corpus=str(_corpus(tmp_path)), output=str(tmp_path / "adapted"), model=str(base), teacher="none",

@@ -62,29 +62,10 @@ def test_squad_is_written_as_a_beir_folder_with_a_seeded_sample_of_its_questions
     assert load_beir(again, split="dev")[1] == queries  # the same draw (seed 0) every time
 
 
-def test_squads_unseen_half_holds_only_the_articles_the_query_generator_never_read(squad_data):
-    from training.train_query_generator import training_pairs
-
-    out = results_adapt.general_folder("squad-unseen", squad_data / "work" / "squad-unseen")
-    corpus, queries, _ = load_beir(out, split="dev")
-    assert sorted(corpus) == ["Bank:0", "Bank:1"]  # the 2nd article in file order
-    assert len(queries) == 3  # DEV_QUESTIONS of its 3
-    # the generator trains on the 1st half only (MS MARCO and WikiQA left out of this tiny data root)
-    folder = squad_data / "shared"
-    (folder / "general" / "msmarco-triples").mkdir(parents=True)
-    (folder / "general" / "msmarco-triples" / "toy_triples.train.small.tsv").write_text("q\tp\tn\n")
-    (folder / "general" / "wikiqa").mkdir(parents=True)
-    (folder / "general" / "wikiqa" / "WikiQA-train.tsv").write_text(
-        "QuestionID\tQuestion\tDocumentID\tDocumentTitle\tSentenceID\tSentence\tLabel\n"
-    )
-    squad_sources = {p["source"] for p in training_pairs(folder) if p["group"] in ARTICLES}
-    assert squad_sources == {"River otter Otters dig dens in the river bank."}
-
-
 def test_squad_is_a_dev_set_only(squad_data):
     with pytest.raises(
         SystemExit,
-        match=r"--collections 'squad' is not one of .*squad, msmarco-triples, wikiqa, squad-unseen are dev sets: add --dev true",
+        match=r"--collections 'squad' is not one of .*squad, msmarco-triples, wikiqa are dev sets: add --dev true",
     ):
         results_adapt.run(results_adapt.ResultsAdaptArgs(collections="squad", work=str(squad_data / "work")))
 

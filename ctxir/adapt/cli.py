@@ -62,9 +62,9 @@ class AdaptArgs:
     generator: str = flag(
         "",
         "experimental: the query generator for --query-kinds generated: a sequence-to-sequence "
-        "doc2query model (a Hub id such as macavaney/doc2query-t5-base-msmarco; offline, from the local "
-        "cache) or the folder training/train_query_generator.py wrote. It writes one query for each of "
-        "--max-queries documents drawn at random (every document's --queries-per-doc when --max-queries is 0)",
+        "doc2query model (a Hub id such as macavaney/doc2query-t5-base-msmarco, offline from the local cache, "
+        "or its folder). It writes one query for each of --max-queries documents drawn at random (every "
+        "document's --queries-per-doc when --max-queries is 0)",
     )
     queries_per_doc: int = flag(3, "pseudo-queries cut from each document, at most")
     max_queries: int = flag(2000, "pseudo-queries kept, drawn across the corpus (0 = all)")
@@ -149,8 +149,8 @@ def run(args: AdaptArgs) -> dict:
     wants_generated = "generated" in [k.strip() for k in args.query_kinds.split(",")]
     if wants_generated and not args.generator.strip():
         raise CtxirError(
-            "--query-kinds asks for 'generated' but --generator is empty: pass the folder "
-            "training/train_query_generator.py wrote, or leave 'generated' out"
+            "--query-kinds asks for 'generated' but --generator is empty: pass a sequence-to-sequence doc2query "
+            "model (e.g. macavaney/doc2query-t5-base-msmarco), or leave 'generated' out"
         )
     if args.generator.strip() and not wants_generated:
         raise CtxirError(

@@ -59,34 +59,6 @@ def load_squad(path: PathLike) -> RelevanceSet:
     return out
 
 
-def article_half(found: RelevanceSet, half: int) -> RelevanceSet:
-    """Every other group (article) of ``found``, from the first (``half`` 0) or the second (1): halves share no passage.
-
-    >>> s = RelevanceSet("s", {"a:0": {}, "b:0": {}}, {"q1": "?", "q2": "?"}, {"q1": {"a:0": 1}, "q2": {"b:0": 1}},
-    ...                  groups={"a:0": "a", "b:0": "b"})
-    >>> article_half(s, 1).queries, list(article_half(s, 1).corpus)
-    ({'q2': '?'}, ['b:0'])
-    """
-    if half not in (0, 1):
-        raise CtxirError(f"half must be 0 or 1, got {half!r}")
-    kept = set(list(dict.fromkeys(found.groups.values()))[half::2])
-    docs = {d for d, g in found.groups.items() if g in kept}
-    qids = [q for q, judged in found.qrels.items() if set(judged) <= docs]
-    return RelevanceSet(
-        f"{found.name}-half{half}",
-        {d: found.corpus[d] for d in found.corpus if d in docs},
-        {q: found.queries[q] for q in qids},
-        {q: found.qrels[q] for q in qids},
-        {q: found.negatives.get(q, []) for q in qids if q in found.negatives},
-        {d: g for d, g in found.groups.items() if d in docs},
-    )
-
-
-def load_squad_unseen(path: PathLike) -> RelevanceSet:
-    """SQuAD v1.1 dev's second half of articles: the query generator trains on the first half only."""
-    return article_half(load_squad(path), 1)
-
-
 def load_wikiqa(path: PathLike) -> RelevanceSet:
     """A WikiQA TSV split: each question with its summary's sentences; label 1 = answers it (a judged positive),
     the others are its negatives. Questions with no correct sentence are left out (nothing to rank first).
