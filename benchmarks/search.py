@@ -191,12 +191,10 @@ def time_queries(search: Callable, queries: np.ndarray, args: SearchArgs, limit:
 
 def time_query_encoding(args: SearchArgs) -> dict:
     """p50/p95 of encoding one real query at a time with the packaged MiniLM (no cache): what no index saves."""
-    texts = [
-        t for name in REAL_SETS for t in load_queries(Path(args.data_root) / name / "queries.jsonl").values()
-    ]
-    texts = [
-        texts[i] for i in np.random.default_rng(args.seed).permutation(len(texts))[: args.query_encode + 10]
-    ]
+    root = Path(args.data_root)
+    texts = [t for name in REAL_SETS for t in load_queries(root / name / "queries.jsonl").values()]
+    order = np.random.default_rng(args.seed).permutation(len(texts))[: args.query_encode + 10]
+    texts = [texts[i] for i in order]
     encoder = BiEncoder(cache=None, device="cpu")
     set_threads(args.search_threads)
     times = []

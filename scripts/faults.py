@@ -242,9 +242,8 @@ def hub_staging(folder: Path, forever: bool) -> int:
 
     src = folder / "run"
     CrossEncoder(str(tiny_bert(folder / "base")), num_labels=1, device="cpu").save_pretrained(str(src))
-    (src / "metrics.json").write_text(
-        json.dumps(metrics_record(kinds.CROSS_ENCODER, base=str(folder / "base")))
-    )
+    record = metrics_record(kinds.CROSS_ENCODER, base=str(folder / "base"))
+    (src / "metrics.json").write_text(json.dumps(record))
     dest = folder / "hub" / "ctxir--tiny"
 
     def operation():
@@ -283,9 +282,8 @@ def ship(folder: Path, forever: bool) -> int:
 
     ce, cls, dest = folder / "ce-lora", folder / kinds.CLS_LR, folder / "package" / "models"
     model = CrossEncoder(str(packaged_minilm_path()), num_labels=1, device="cpu", max_length=64)
-    model.add_adapter(
-        LoraConfig(r=2, lora_alpha=4, target_modules=["query", "value"], modules_to_save=LORA_FULL_MODULES)
-    )
+    lora = LoraConfig(r=2, lora_alpha=4, target_modules=["query", "value"], modules_to_save=LORA_FULL_MODULES)
+    model.add_adapter(lora)
     torch.manual_seed(0)
     for name, param in model.named_parameters():
         if "lora_B" in name or "modules_to_save" in name:
