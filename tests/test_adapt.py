@@ -106,8 +106,8 @@ def test_adapt_end_to_end_loads_changes_embeddings_and_resumes(args, models, mon
     assert second["training"]["steps_done"] == 4 and "continuing the run" in capsys.readouterr().out
     assert not (out / "work").exists() and not (out / ADAPT_INCOMPLETE).exists()
     assert second["queries"]["total"] == first["queries"]["total"] > 0
-    drawn = [k for k in ("title", "sentence", "span", "keywords") if second["queries"].get(k)]
-    # the default mix: no keywords
+    drawn = [k for k in ("title", "sentence", "span", "generated") if second["queries"].get(k)]
+    # the default mix: no generated queries
     assert drawn == ["title", "sentence", "span"] == list(second["query_examples"])
     assert "documents themselves (titles, sentences and word spans)" in (out / "README.md").read_text()
     assert 0 < second["adapter_bytes"] <= 10 * 2**20

@@ -123,7 +123,7 @@ def test_seeds_adapt_once_per_seed_paired_with_the_same_seed_of_the_other_settin
 
     def measure(name, args):
         seen.append((args.label, args.against, args.adapt_args))
-        delta = {"keywords": 0.03, "keywords-seed1": 0.02, "keywords-seed2": 0.01}[args.label]
+        delta = {"spans": 0.03, "spans-seed1": 0.02, "spans-seed2": 0.01}[args.label]
         return {
             "collection": "SQuAD",
             "machine": "here",
@@ -135,22 +135,22 @@ def test_seeds_adapt_once_per_seed_paired_with_the_same_seed_of_the_other_settin
     args = results_adapt.ResultsAdaptArgs(
         dev=True,
         collections="squad",
-        label="keywords",
+        label="spans",
         against="complement",
-        adapt_args="--query-kinds title,keywords",
+        adapt_args="--query-kinds title,span",
         seeds="42,1,2",
         work=str(tmp_path),
     )
     results_adapt.run(args)
     assert seen == [
-        ("keywords", "complement", "--query-kinds title,keywords"),
-        ("keywords-seed1", "complement-seed1", "--query-kinds title,keywords --seed 1"),
-        ("keywords-seed2", "complement-seed2", "--query-kinds title,keywords --seed 2"),
+        ("spans", "complement", "--query-kinds title,span"),
+        ("spans-seed1", "complement-seed1", "--query-kinds title,span --seed 1"),
+        ("spans-seed2", "complement-seed2", "--query-kinds title,span --seed 2"),
     ]
-    summary = json.loads((tmp_path / "dev-squad-keywords-seeds.json").read_text())
+    summary = json.loads((tmp_path / "dev-squad-spans-seeds.json").read_text())
     assert summary["stages"]["dense"] == {"deltas": [0.03, 0.02, 0.01], "mean": 0.02}
     assert summary["against"]["stages"]["dense"]["mean"] == pytest.approx(0.0)
-    assert (tmp_path / "dev-squad-keywords-seed2.json").is_file()  # and one record per seed
+    assert (tmp_path / "dev-squad-spans-seed2.json").is_file()  # and one record per seed
     with pytest.raises(SystemExit, match="--seeds sets each run's --seed: take --seed out of --adapt-args"):
         results_adapt.run(
             results_adapt.ResultsAdaptArgs(dev=True, collections="squad", seeds="1,2", adapt_args="--seed 3")

@@ -56,8 +56,7 @@ class AdaptArgs:
     query_kinds: str = flag(
         ",".join(QUERY_KINDS),
         "pseudo-queries: comma list of title, sentence, span (one of each in turn, in this order); "
-        "also keywords (a document's top TF-IDF terms), masked-keywords (keywords cut out of their positive) and "
-        "generated (written by --generator)",
+        "also generated (written by --generator)",
     )
     generator: str = flag(
         "",

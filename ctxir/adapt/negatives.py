@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from ctxir.adapt.queries import WHOLE_FOR_TEACHER, PseudoQuery
+from ctxir.adapt.queries import PseudoQuery
 from ctxir.adapt.work import BudgetReached, read_jsonl
 from ctxir.types import Corpus, doc_text
 
@@ -100,9 +100,8 @@ def teacher_scores(
 
 
 def scored_texts(query: PseudoQuery, row: dict, corpus: Corpus, whole: bool = False) -> tuple[str, list[str]]:
-    """What a teacher scores for one query: (its text, [its positive, then each mined negative's text]); ``whole``
-    (or a kind in ``WHOLE_FOR_TEACHER``): the positive is its source document as it is, the query still in it."""
-    whole = whole or query.kind in WHOLE_FOR_TEACHER
+    """What a teacher scores for one query: (its text, [its positive, then each mined negative's text]); ``whole``:
+    the positive is its source document as it is, the query still in it."""
     positive = doc_text(corpus[query.doc_id]) if whole else query.positive
     return query.text, [positive, *(doc_text(corpus[d]) for d, _ in row["negatives"])]
 

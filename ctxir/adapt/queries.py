@@ -1,9 +1,8 @@
 """Pseudo-queries from a corpus alone, each a piece of its document, the positive the rest of it (no copying):
 
 - ``title``: the title; ``sentence``: one sentence (inverse cloze, Lee et al. 2019); ``span``: ``SPAN_WORDS``
-  consecutive words (Contriever's cropping);
-- ``keywords``: 2–4 top TF-IDF terms, the positive the whole document; ``masked-keywords``: the same with the
-  query's stems cut out of the positive; ``generated``: a query generator's (``ctxir.adapt.generator``).
+  consecutive words (Contriever's cropping); ``generated``: a query generator's (``ctxir.adapt.generator``), the
+  positive the whole document.
 
 >>> corpus = {"d1": {"title": "Where otters live",
 ...                  "text": "Otters dig dens in river banks. They eat fish and crabs at night."}}
@@ -13,7 +12,6 @@
 
 from __future__ import annotations
 
-import functools
 import random
 import re
 from collections.abc import Sequence
@@ -23,11 +21,7 @@ from ctxir.types import Corpus, CtxirError, doc_text
 
 # the default mix, taken in this order one each in turn (title, sentence, span, then more sentences)
 QUERY_KINDS = ("title", "sentence", "span")
-# kinds a run may ask for besides the default mix (tried on dev, not adopted: docs/lab.md)
-OTHER_KINDS = ("keywords", "masked-keywords", "generated")
-ALL_KINDS = QUERY_KINDS + OTHER_KINDS
-# the teacher reads these positives whole: cut of the query's words, its BM25 would prefer every negative
-WHOLE_FOR_TEACHER = frozenset({"masked-keywords"})
+ALL_KINDS = (*QUERY_KINDS, "generated")
 MIN_QUERY_WORDS = 3  # fewer says too little (a heading "Abstract")
 MAX_QUERY_WORDS = 48  # more is a passage
 MIN_POSITIVE_WORDS = 8  # a positive left with fewer carries no evidence for its query
@@ -35,13 +29,10 @@ SPAN_WORDS = (6, 16)  # the cropped query's length in words, drawn uniformly
 # what each kind is, in a card's or a log's words
 KIND_NAMES = {
     "title": "titles",
-    "keywords": "keyword terms",
-    "masked-keywords": "keyword terms cut out of their document",
     "sentence": "sentences",
     "span": "word spans",
     "generated": "generated queries",
 }
-KEYWORD_TERMS = (2, 4)  # terms per keyword query, drawn uniformly
 # a sentence ends at . ! ? followed by space and a capital, digit, bracket or quote (not "e.g. the", "Fig. 2" mostly)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 
@@ -75,58 +66,6 @@ def _fits(query: str, positive: str) -> bool:
     return MIN_QUERY_WORDS <= _words(query) <= MAX_QUERY_WORDS and _words(positive) >= MIN_POSITIVE_WORDS
 
 
-def _keyword_queries(corpus: Corpus, doc_ids: list[str], rng: random.Random) -> dict[str, tuple[str, str]]:
-    """doc_id → (its keyword query, the whole document), for documents with enough terms seen elsewhere too."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
-
-    texts = [doc_text(corpus[d]) for d in doc_ids]
-    # min_df=2: not a lookup of one word; max_df: not the corpus' own vocabulary ("study", "results")
-    vectorizer = TfidfVectorizer(
-        ngram_range=(1, 2), stop_words="english", min_df=2, max_df=0.5, sublinear_tf=True
-    )
-    try:
-        weights = vectorizer.fit_transform(texts).tocsr()  # (documents, terms)
-    except ValueError:  # no term in two documents: nothing to make keyword queries of
-        return {}
-    terms = vectorizer.get_feature_names_out()
-    found = {}
-    for row, doc_id in enumerate(doc_ids):
-        start, end = weights.indptr[row], weights.indptr[row + 1]
-        order = weights.indices[start:end][(-weights.data[start:end]).argsort(kind="stable")]
-        wanted, picked, used = rng.randint(*KEYWORD_TERMS), [], set()
-        for term in terms[order]:
-            # no word twice ("stem cells", "cells"; "summer school", "school points")
-            if used.isdisjoint(term.split()):
-                picked.append(term)
-                used.update(term.split())
-            if len(picked) == wanted:
-                break
-        if len(picked) >= KEYWORD_TERMS[0] and _words(texts[row]) >= MIN_POSITIVE_WORDS:
-            found[doc_id] = (" ".join(picked), texts[row])
-    return found
-
-
-@functools.cache
-def _stemmer():  # one per process: masked() runs once per document
-    import Stemmer
-
-    return Stemmer.Stemmer("english")
-
-
-def masked(text: str, query: str) -> str:
-    """``text`` without every word that shares an English Snowball stem with a word of ``query`` (BM25's stems).
-
-    >>> masked("Otters dig dens; an otter's den is dry.", "otter dens")
-    'dig ; an is dry.'
-    """
-    stem = _stemmer().stemWord
-    stems = {stem(w) for w in re.findall(r"\w+", query.lower())}
-    kept = re.sub(
-        r"\w+(?:'\w+)?", lambda m: "" if stem(m.group().lower().split("'")[0]) in stems else m.group(), text
-    )
-    return " ".join(kept.split())
-
-
 def pseudo_queries(
     corpus: Corpus,
     per_doc: int = 3,
@@ -145,9 +84,6 @@ def pseudo_queries(
     if "generated" in kinds and generated is None:
         raise CtxirError("--query-kinds 'generated' needs a query generator: pass --generator DIR")
     rng = random.Random(seed)
-    # their own random generator: adding the kind leaves the other kinds' draws as they were
-    wants_keywords = {"keywords", "masked-keywords"} & set(kinds)
-    keywords = _keyword_queries(corpus, sorted(corpus), random.Random(seed)) if wants_keywords else {}
     found: list[PseudoQuery] = []
     for doc_id in sorted(corpus):
         doc = corpus[doc_id]
@@ -165,15 +101,9 @@ def pseudo_queries(
                 ]
                 offers[kind] = [(q, rest) for q, rest in zip(sentences, rests, strict=True) if _fits(q, rest)]
                 rng.shuffle(offers[kind])
-            elif kind == "keywords":
-                offers[kind] = [keywords[doc_id]] if doc_id in keywords else []
             elif kind == "generated":
                 whole = doc_text(doc)
                 offers[kind] = [(q, whole) for q in (generated or {}).get(doc_id, []) if _fits(q, whole)]
-            elif kind == "masked-keywords":
-                query, whole = keywords.get(doc_id, ("", ""))
-                rest = masked(whole, query)
-                offers[kind] = [(query, rest)] if query and _words(rest) >= MIN_POSITIVE_WORDS else []
             else:  # SPAN_WORDS consecutive words, the positive the title and the words around them
                 words, length = text.split(), rng.randint(*SPAN_WORDS)
                 offers[kind] = []
@@ -198,8 +128,8 @@ def kinds_phrase(counts: dict[str, int]) -> str:
     """The kinds a run drew (``counts``: adapt.json's queries, kind → how many; "total" and zeros left out), in words,
     in ``ALL_KINDS``' order.
 
-    >>> kinds_phrase({"total": 5, "span": 1, "title": 2, "keywords": 2, "sentence": 0})
-    'titles, word spans and keyword terms'
+    >>> kinds_phrase({"total": 5, "span": 1, "title": 2, "generated": 2, "sentence": 0})
+    'titles, word spans and generated queries'
     """
     names = [KIND_NAMES[k] for k in ALL_KINDS if counts.get(k)]
     return " and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else "".join(names)
