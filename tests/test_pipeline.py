@@ -64,31 +64,13 @@ def test_stage_fusion_weighted_is_hand_computed():
     assert [(h.doc_id, round(h.score, 6)) for h in rrf] == [("c", 1.25), ("a", 1.0), ("b", 1.0)]
 
 
-def test_calibrated_stage_fusion_is_hand_computed_and_moves_only_what_the_reranker_is_sure_of():
-    first = [Hit("a", 10.0), Hit("b", 6.0), Hit("c", 2.0)]  # min–max: a 1, b 0.5, c 0
-    # scale 2, bias -1: probabilities sigmoid(2·s - 1)
-    sure = [Hit("c", 2.0), Hit("b", 0.5), Hit("a", -1.0)]  # c 0.9526, b 0.5, a 0.0474
-    fusion = StageFusion("calibrated", (0.5, 1.0), calibration=(2.0, -1.0))
-    fused = fusion.fuse(first, sure)
-    expected = {"a": 0.5 + 1 / (1 + np.exp(3.0)), "b": 0.25 + 0.5, "c": 1 / (1 + np.exp(-3.0))}
-    assert [h.doc_id for h in fused] == ["c", "b", "a"]
-    assert all(abs(h.score - expected[h.doc_id]) < 1e-9 for h in fused)
-    # the same order from the re-ranker, but unsure of all three (probabilities 0.047 to 0.12): the first stage's stays
-    unsure = [Hit("c", -0.5), Hit("b", -0.75), Hit("a", -1.0)]
-    assert [h.doc_id for h in fusion.fuse(first, unsure)] == ["a", "b", "c"]
-    # rank fusion lets the same unsure order count as much as a sure one
-    assert [h.doc_id for h in StageFusion("rrf", (0.5, 1.0)).fuse(first, unsure)] == ["c", "b", "a"]
-    assert "calibrated probability" in fusion.describe()
-    assert fusion.record()["calibration"] == {"scale": 2.0, "bias": -1.0}
-
-
 def test_a_fusion_json_may_give_each_first_stage_its_own_method(tmp_path):
     from ctxir.files import write_json
 
     write_json(
         tmp_path / "fusion.json",
         {
-            "method": "calibrated",
+            "method": "weighted",
             "weights": [0.5, 1.0],
             "k": 60,
             "chosen_on": "dev",
@@ -98,18 +80,16 @@ def test_a_fusion_json_may_give_each_first_stage_its_own_method(tmp_path):
             },
         },
     )
-    with pytest.raises(CtxirError, match=r"fuses by calibrated probability .* no calibration\.json: fit one"):
-        StageFusion.from_file(tmp_path / "fusion.json")
-    write_json(tmp_path / "calibration.json", {"method": "platt", "scale": 2.0, "bias": -1.0})
     fusion = StageFusion.from_file(tmp_path / "fusion.json")
-    assert fusion.calibration == (2.0, -1.0)
     hybrid, dense = fusion.for_first_stage("hybrid"), fusion.for_first_stage("dense")
     assert (hybrid.method, hybrid.weights) == ("rrf", (1.5, 1.0))
     # no method of its own: the top level's
-    assert (dense.method, dense.weights) == ("calibrated", (2.0, 1.0))
-    assert fusion.for_first_stage("bm25").method == "calibrated"
+    assert (dense.method, dense.weights) == ("weighted", (2.0, 1.0))
+    assert fusion.for_first_stage("bm25").method == "weighted"
     assert fusion.record()["first_stages"]["hybrid"] == {"weights": [1.5, 1.0], "method": "rrf"}
-    with pytest.raises(CtxirError, match=r"method 'calibrated' needs the re-ranker's calibration"):
+    with pytest.raises(
+        CtxirError, match=r"stage fusion method 'calibrated' is not known: use one of rrf, weighted"
+    ):
         StageFusion("rrf", (1.0, 1.0), by_first_stage=(("dense", (1.0, 1.0), "calibrated"),))
 
 

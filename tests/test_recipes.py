@@ -24,6 +24,9 @@ SCRIPTS = {
     "train_cls_lr": "ClsLrArgs",
     "evaluate_reranker": "EvaluateRerankerArgs",
     "calibrate": "CalibrateArgs",
+    "finish_checkpoint": "FinishCheckpointArgs",
+    "silver_pairs": "SilverPairsArgs",
+    "ship": "ShipArgs",
 }
 # (the one-line command in docs/lab.md, the command it replaced there, as the run was made): equal settings
 DOCUMENTED = [
@@ -367,18 +370,6 @@ DOCUMENTED = [
             "--torch-threads 1 --scores-dir outputs/scores-ce-stage7"
         ),
     ),
-    *[
-        (
-            "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-stage5-worst-part.yaml --model "
-            f"outputs/ce-stage7-cal --scores-dir outputs/scores-ce-stage7 --fusion-methods {methods}",
-            (
-                "python -m training.evaluate_reranker --model outputs/ce-stage7-cal --choose-fusion true "
-                "--fusion-dev scifact,squad,squad-topics --fusion-rule worst-part --fusion-min-gain 0 --depths '' "
-                f"--torch-threads 1 --scores-dir outputs/scores-ce-stage7 --fusion-methods {methods}"
-            ),
-        )
-        for methods in ("rrf", "rrf,calibrated")
-    ],
     (
         "python -m training.calibrate --recipe recipes/calibrate-stage5.yaml --model outputs/ce-general-stage7-topics-wp",
         "python -m training.calibrate --model outputs/ce-general-stage7-topics-wp",
@@ -587,11 +578,13 @@ def settings(command: str) -> dict:
     return {k: v for k, v in dataclasses.asdict(args).items() if k != "recipe"}
 
 
-def docs_commands() -> list[str]:
-    """docs/lab.md's commands (in its bash blocks) that take a recipe, each joined over its continuations."""
+def docs_commands(recipe: bool = True) -> list[str]:
+    """docs/lab.md's training commands (in its bash blocks) that take a recipe (or, ``recipe=False``, that take
+    none), each joined over its continuations."""
     blocks = re.findall(r"```bash\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.S)
     text = re.sub(r"\\\n\s*", "", "\n".join(blocks))
-    return [re.sub(r"\s+#.*$", "", line.strip()) for line in text.splitlines() if "--recipe recipes/" in line]
+    lines = [re.sub(r"\s+#.*$", "", line.strip()) for line in text.splitlines() if "training" in line]
+    return [line for line in lines if line.startswith("python") and ("--recipe recipes/" in line) == recipe]
 
 
 # ---------------------------------------------------------------- the mechanism
@@ -837,6 +830,17 @@ def test_docs_show_each_recipe_in_a_one_line_command_that_parses():
     for command in commands:
         assert settings(command)  # every flag the docs add parses with the recipe's script
         assert command in documented or "--resume" in command, command  # compared with what it replaced
+
+
+def test_the_steps_between_runs_are_shown_in_commands_that_parse():
+    commands = docs_commands(recipe=False)
+    assert {script(c)[0].__name__ for c in commands} >= {
+        "FinishCheckpointArgs",
+        "SilverPairsArgs",
+        "ShipArgs",
+    }
+    for command in commands:
+        assert settings(command), command
 
 
 @pytest.mark.parametrize("path", sorted(RECIPES_DIR.glob("*.yaml")), ids=lambda p: p.stem)

@@ -1220,54 +1220,6 @@ def test_fusion_max_loss_takes_the_least_losing_row_where_even_breaking_ties_los
     assert worst(chosen["dev"]) == max(worst(row) for row in rrf_rows)
 
 
-def test_the_fusion_choice_tries_calibrated_probabilities_beside_rank_fusion(tmp_path):
-    """--fusion-methods rrf,calibrated: where the re-ranker is sure and right on one dev part and unsure and wrong on
-    the other, no rank-fusion weight suits both, and the calibrated probability does."""
-    from ctxir.types import Hit
-    from training import evaluate_reranker as er
-    from training import fusion_choice as fc
-
-    qrels = {"a": {"a3": 1}, "b": {"b1": 1}, "c": {"c2": 1}}
-    first = {
-        "a": [Hit("a1", 3.0), Hit("a2", 2.0), Hit("a3", 1.0)],
-        "b": [Hit("b1", 2.0), Hit("b2", 1.0)],
-        "c": [Hit("c1", 2.0), Hit("c2", 1.0)],
-    }
-    # at scale 1, bias 0: sure and right on a and c (probability 0.993), unsure and wrong on b (both below 0.03)
-    scored = {
-        "a": {"a1": -5.0, "a2": -4.9, "a3": 5.0},
-        "b": {"b1": -4.0, "b2": -3.5},
-        "c": {"c1": -5.0, "c2": 5.0},
-    }
-    parts = {"learned": (None, {"a": ""}, None), "weak": (None, {"b": "", "c": ""}, None)}
-    rrf = fc.fusion_grid(qrels, first, scored, 10, parts=parts, rule="worst-part")
-    both = fc.fusion_grid(qrels, first, scored, 10, parts=parts, rule="worst-part", calibration=(1.0, 0.0))
-    assert rrf["method"] == "rrf" and {row["method"] for row in rrf["grid"]} == {"rrf"}
-    # every finite RRF weight, the tie-break one, every calibrated weight
-    assert both["method"] == "calibrated" and len(both["grid"]) == len(fc.FIRST_STAGE_WEIGHTS) + 1 + len(
-        fc.CALIBRATED_WEIGHTS
-    )
-    # every query right: no rank-fusion weight gets b and c right together (b needs the first stage's say, c the
-    # re-ranker's), so rank fusion's smallest gain is at most 0
-    chosen = both["dev"]["parts"]
-    assert chosen["learned"]["fused"] == chosen["weak"]["fused"] == 1.0
-    worst = [min(p["fused"] - p["first_stage"] for p in row["parts"].values()) for row in rrf["grid"]]
-    assert max(worst) <= 0 < min(p["fused"] - p["first_stage"] for p in chosen.values())
-    # the fallback of --fusion-min-gain is rank fusion's largest first-stage weight, whatever else was tried
-    held = fc.fusion_grid(qrels, first, scored, 10, 2.0, parts, "worst-part", (1.0, 0.0))
-    assert (held["method"], held["weights"]) == ("rrf", [fc.FIRST_STAGE_WEIGHTS[-1], 1.0])
-    # "calibrated" needs the model's calibration.json, and only known methods are tried
-    with pytest.raises(
-        CtxirError, match=r"--fusion-methods calibrated needs .*calibration\.json.*training\.calibrate"
-    ):
-        fc.fusion_calibration(tmp_path, ["rrf", "calibrated"])
-    assert fc.fusion_calibration(tmp_path, ["rrf"]) is None
-    with pytest.raises(
-        CtxirError, match=r"--fusion-methods names 'platt': use a comma list of rrf, calibrated"
-    ):
-        er.check_args(er.EvaluateRerankerArgs(model="x", fusion_methods="rrf,platt"))
-
-
 def test_evaluations_of_one_collection_each_add_up_in_metrics_json():
     """Two evaluate_reranker runs, one collection each, share configs ("bm25 top 20, re-ranker alone"): the second
     must not drop the first's rows (they were replaced by config alone), and a collection measured again replaces

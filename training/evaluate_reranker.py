@@ -24,10 +24,8 @@ from ctxir.types import CtxirError, Hit
 from training.common import DEFAULT_DATA_DIR, SQUAD_DEV_QUERIES, cli_main, data_folder, evaluation_row
 from training.fusion_choice import (
     FUSION_K,
-    FUSION_METHODS,
     FUSION_RULES,
     dev_ndcg,
-    fusion_calibration,
     fusion_grid,
     heldout_claims,
     squad_dev,
@@ -61,7 +59,6 @@ class EvaluateRerankerArgs:
     fusion_dev_queries: int = flag(SQUAD_DEV_QUERIES, "--fusion-dev squad: questions drawn")
     topic_words: int = flag(50, "--fusion-dev squad-topics: words of a query")
     fusion_rule: str = flag("mean", "how a weight is chosen over the dev parts: mean or worst-part")
-    fusion_methods: str = flag("rrf", "stage fusions the choice tries: comma list of rrf, calibrated")
     fusion_min_gain: float = flag(0.0, "a dev gain below this gets the largest first-stage weight")
     fusion_max_loss: float = flag(0.005, "refuse a fused mode this far below its first stage on a dev part")
     choose_passages: bool = flag(False, "choose first tokens or best window (MaxP): <model>/passages.json")
@@ -111,7 +108,6 @@ def check_args(args: EvaluateRerankerArgs) -> tuple[list[int], list[str]]:
     for name, given, known in (
         ("--other-first-stages", args.other_first_stages, FIRST_STAGES),
         ("--fusion-dev", args.fusion_dev, FUSION_DEV_PARTS),
-        ("--fusion-methods", args.fusion_methods, FUSION_METHODS),
         ("--collections", args.collections, COLLECTIONS),
     ):
         for value in comma_list(given):
@@ -281,8 +277,7 @@ def choose_passages(reranker, args: EvaluateRerankerArgs, dev: DevClaims) -> dic
 def choose_fusion(reranker, args: EvaluateRerankerArgs, dev: DevClaims, scored: dict | None, stamp) -> None:
     """fusion.json: the fusion weight that does best on the dev queries over BM25's candidates, and under
     "first_stages" over dense's and hybrid's."""
-    calibration = fusion_calibration(Path(args.model), comma_list(args.fusion_methods))
-    rules = (args.fusion_min_gain, dev.parts, args.fusion_rule, calibration, args.fusion_max_loss)
+    rules = (args.fusion_min_gain, dev.parts, args.fusion_rule, args.fusion_max_loss)
     store = (args.scores_dir, stamp)  # score_candidates' store_root, stamp
     chosen = {}
     stages = {

@@ -12,9 +12,6 @@ from training.common import data_folder, take, untrained_questions
 FUSION_K = 60
 # the first stage's weight against the re-ranker's 1; at 8 : 1 the re-ranker only breaks the first stage's near-ties
 FIRST_STAGE_WEIGHTS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 8.0)
-# "calibrated": the first stage's min–max score at this weight beside the re-ranker's probability (in [0, 1]) at 1
-CALIBRATED_WEIGHTS = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
-FUSION_METHODS = ("rrf", "calibrated")
 FUSION_RULES = ("mean", "worst-part")
 
 
@@ -67,21 +64,6 @@ def dev_ndcg(qrels: dict, run: dict, parts: dict | None = None) -> float:
     ) / len(groups)
 
 
-def fusion_calibration(folder: Path, methods: list[str]) -> tuple[float, float] | None:
-    """(scale, bias) of ``folder``'s calibration.json when ``methods`` (--fusion-methods) name "calibrated"."""
-    from ctxir.rerank.calibration import CALIBRATION_FILE, calibration_for
-
-    if "calibrated" not in methods:
-        return None
-    calibration = calibration_for(str(folder))
-    if calibration is None:
-        raise CtxirError(
-            f"--fusion-methods calibrated needs {str(folder / CALIBRATION_FILE)!r}: fit it first with `python -m "
-            f"training.calibrate --model {str(folder)!r}`, or choose among --fusion-methods rrf only"
-        )
-    return calibration.scale, calibration.bias
-
-
 def fusion_grid(
     qrels: dict,
     first: dict[str, list[Hit]],
@@ -90,19 +72,17 @@ def fusion_grid(
     min_gain: float = 0.0,
     parts: dict | None = None,
     rule: str = "mean",
-    calibration: tuple[float, float] | None = None,
     max_loss: float = -1.0,
 ) -> dict:
     """{"method", "weights", "dev": the chosen row, "grid": every row} over RRF at FIRST_STAGE_WEIGHTS and
-    ``TIE_BREAK_WEIGHT`` (and "calibrated" given ``calibration``), picked by ``rule`` (mean or worst-part), then
+    ``TIE_BREAK_WEIGHT``, picked by ``rule`` (mean or worst-part), then
     ``min_gain`` (else RRF's largest weight) and ``max_loss`` (else the next larger weight that holds)."""
     from ctxir.rerank.pipeline import StageFusion
     from ctxir.rerank.stage_fusion import TIE_BREAK_WEIGHT
 
-    def row_for(method: str, weight: float) -> dict:
-        fusion = StageFusion(method, (weight, 1.0), FUSION_K, calibration=calibration)
-        runs = stage_runs(first, scored, depth, fusion)
-        row = {"method": method, "weights": [weight, 1.0]}
+    def row_for(weight: float) -> dict:
+        runs = stage_runs(first, scored, depth, StageFusion("rrf", (weight, 1.0), FUSION_K))
+        row = {"method": "rrf", "weights": [weight, 1.0]}
         row.update({k: round(dev_ndcg(qrels, run, parts), 4) for k, run in runs.items()})
         if parts and len(parts) > 1:
             row["parts"] = {
@@ -112,10 +92,7 @@ def fusion_grid(
         return row
 
     # the tie-break row after the finite weights: an equal gain goes to the re-ranker's larger say
-    settings = [("rrf", weight) for weight in (*FIRST_STAGE_WEIGHTS, TIE_BREAK_WEIGHT)]
-    settings += [("calibrated", weight) for weight in CALIBRATED_WEIGHTS] if calibration is not None else []
-    grid = [row_for(method, weight) for method, weight in settings]
-    rrf_rows = grid[: len(FIRST_STAGE_WEIGHTS) + 1]
+    grid = [row_for(weight) for weight in (*FIRST_STAGE_WEIGHTS, TIE_BREAK_WEIGHT)]
 
     def worst_gain(row: dict) -> float:
         return min(p["fused"] - p["first_stage"] for p in row.get("parts", {"all": row}).values())
@@ -131,16 +108,15 @@ def fusion_grid(
     held = {}
     if min_gain:
         applied = gain(best) < min_gain
-        best = rrf_rows[-2] if applied else best  # RRF's largest finite weight: the first stage's largest say
+        best = grid[-2] if applied else best  # RRF's largest finite weight: the first stage's largest say
         held["min_gain"] = {"value": min_gain, "applied": applied}
     if max_loss >= 0:
         applied = not holds(best)
-        # towards the first stage: RRF's larger weights (any after a calibrated pick), smallest first
+        # towards the first stage: the larger weights, smallest first
         if applied:
-            floor = best["weights"][0] if best["method"] == "rrf" else -1.0
-            holding = [r for r in rrf_rows if r["weights"][0] > floor and holds(r)]
-            # else (even breaking ties loses) the RRF row that loses least
-            best = holding[0] if holding else max(rrf_rows, key=lambda r: round(worst_gain(r), 4))
+            holding = [r for r in grid if r["weights"][0] > best["weights"][0] and holds(r)]
+            # else (even breaking ties loses) the row that loses least
+            best = holding[0] if holding else max(grid, key=lambda r: round(worst_gain(r), 4))
         held["max_loss"] = {"value": max_loss, "applied": applied}
     return {
         "method": best["method"],

@@ -35,7 +35,8 @@ from ctxir.encoders.models import (
 from ctxir.files import disk_full, is_disk_full, read_json, write_checksums, write_json
 from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS, TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS
 from ctxir.publish.licenses import LICENSE_FILE
-from ctxir.rerank.stage_fusion import STAGE_FUSIONS, StageFusion
+from ctxir.rerank.stage_fusion import StageFusion
+from ctxir.retrieval.fusion import FUSIONS
 from ctxir.types import CtxirError
 from training.common import cli_main
 
@@ -192,13 +193,13 @@ def _stage_rerankers(args: ShipArgs, work: Path) -> dict:
     _copy(ce_src, ce_dest, CROSS_ENCODER_FILES, (*weights, "metrics.json"))
     if args.fusion:
         fusion = read_json(args.fusion)
-        if fusion.get("method") not in STAGE_FUSIONS or len(fusion.get("weights", ())) != 2:
+        if fusion.get("method") not in FUSIONS or len(fusion.get("weights", ())) != 2:
             raise CtxirError(
-                f"--fusion {args.fusion!r} is not a fusion.json: expected method {'|'.join(STAGE_FUSIONS)} "
+                f"--fusion {args.fusion!r} is not a fusion.json: expected method {'|'.join(FUSIONS)} "
                 "and two weights (first stage, re-ranker)"
             )
         write_json(ce_dest / "fusion.json", fusion)
-        # read back as the app reads it: a "calibrated" one needs the calibration.json beside it
+        # read back as the app reads it
         StageFusion.from_file(ce_dest / "fusion.json")
     _copy_modules(ce_src, ce_dest)
     _copy(cls_src, cls_dest, CLS_LR_FILES, CLS_LR_FILES[:3])
