@@ -520,12 +520,11 @@ def test_base_unseen_holds_out_what_the_cross_encoder_never_trained_on(tiny_bert
             tmp_path / "out",
             heldout_queries="base-unseen",
             max_samples=-1,
-            max_fit_queries=5,
             verify_queries=0,
         )
     )
-    assert metrics["extra"]["queries"]["fit"] == 5 and metrics["extra"]["queries"]["heldout"] == 6
-    assert metrics["training"]["train_examples"] == 5 * 4
+    assert metrics["extra"]["queries"]["fit"] == 6 and metrics["extra"]["queries"]["heldout"] == 6
+    assert metrics["training"]["train_examples"] == 6 * 4
     assert "never trained on" in metrics["evaluations"][0]["config"]
 
 

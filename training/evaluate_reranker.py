@@ -50,7 +50,6 @@ COLLECTIONS = {
 @dataclass
 class EvaluateRerankerArgs:
     model: str = flag(help="re-ranker folder: a cross-encoder or a CLS-LR ranker")
-    kind: str = flag("auto", "re-ranker kind (ctxir.rerank.registry); auto: cls-lr if cls_lr_config.json is")
     dev_from: str = flag("", "folder whose metrics.json names the held-out claims the fusion is chosen on")
     data_dir: str = flag(DEFAULT_DATA_DIR, "benchmark data root")
     choose_fusion: bool = flag(False, "choose the fused mode on held-out claims, write <model>/fusion.json")
@@ -166,20 +165,14 @@ def run(args: EvaluateRerankerArgs) -> dict:
 
 
 def load_kind(args: EvaluateRerankerArgs):
-    """The re-ranker in --model, loaded by its registry kind (--kind, or guessed from the folder's files)."""
-    from ctxir.names import CLS_LR_CONFIG
-    from ctxir.rerank.registry import RERANKERS
-
-    kind = args.kind
-    if kind == "auto":
-        kind = kinds.CLS_LR if (Path(args.model) / CLS_LR_CONFIG).is_file() else kinds.CROSS_ENCODER
-    if kind not in RERANKERS:
-        raise CtxirError(f"--kind {args.kind!r} is not a re-ranker kind: use auto or {', '.join(RERANKERS)}")
-    if kind != kinds.CROSS_ENCODER:
-        return RERANKERS[kind].load(args.model, args.device, args.batch_size)
+    """The re-ranker in --model: a CLS-LR ranker where the folder holds cls_lr_config.json, else a cross-encoder."""
     from ctxir.encoders.models import load_cross_encoder
+    from ctxir.names import CLS_LR_CONFIG
     from ctxir.rerank import CrossEncoderReranker
-    from ctxir.rerank.registry import passages_for
+    from ctxir.rerank.registry import RERANKERS, passages_for
+
+    if (Path(args.model) / CLS_LR_CONFIG).is_file():
+        return RERANKERS[kinds.CLS_LR].load(args.model, args.device, args.batch_size)
 
     # uncached: a folder trained again in this process must not come back stale
     reranker = CrossEncoderReranker(

@@ -1,6 +1,6 @@
 """Fine-tune a bi-encoder (SentenceTransformer) with sentence-transformers' trainer, losses and evaluators.
 
-Tasks (--task) and objectives (--objective): scifact mnrl|contrastive, stsb and sick cosent|cosine, nli softmax|mnrl.
+Tasks (--task) and objectives (--objective): scifact mnrl, stsb and sick cosent|cosine, nli softmax|mnrl.
 
     python training/train_bi_encoder.py --task stsb --epochs 4 --output-dir outputs/bi-stsb
     python training/train_bi_encoder.py --task stsb --max-steps 2 --max-samples 16   # smoke run
@@ -70,7 +70,7 @@ ANCHORS = {
 @dataclass
 class BiEncoderArgs(TrainerRunArgs, SentenceTransformerTrainingArguments):
     task: Literal["scifact", "stsb", "sick", "nli"] = flag("stsb", "training data: scifact, stsb, sick, nli")
-    objective: Literal["auto", "mnrl", "contrastive", "cosent", "cosine", "softmax"] = flag(
+    objective: Literal["auto", "mnrl", "cosent", "cosine", "softmax"] = flag(
         "auto", "loss; auto = the task's default (see the module docstring)"
     )
     output_dir: str = flag("", "default outputs/bi-encoder-<task>-<objective>")
@@ -79,7 +79,6 @@ class BiEncoderArgs(TrainerRunArgs, SentenceTransformerTrainingArguments):
     mining_cache: str = flag("", "folder caching mining embeddings (default ~/.cache/ctxir/mining; 'none')")
     dev_queries: int = flag(50, "scifact: training queries held out for the dev evaluator (0 = none)")
     dev_corpus_size: int = flag(1000, "scifact dev: judged docs + random others up to N (0 = full corpus)")
-    eval_corpus_size: int = flag(0, "scifact test: 0 = full corpus; N = judged docs + random others")
     eval_max_queries: int = flag(0, "scifact test: first N queries (0 = all)")
 
 
@@ -193,9 +192,7 @@ def build_scifact_task(args: BiEncoderArgs, model) -> TaskData:
     id_pairs = take_train(judged, args.max_samples, args.seed, "(claim, abstract) pairs")
     pairs = [(queries[q], doc_text(corpus[d])) for q, d in id_pairs]
     # mine hard negatives with the starting model over the whole corpus (its positives are excluded)
-    contrastive = args.objective == "contrastive"
-    fmt = "labeled-pair" if contrastive else ("triplet" if args.num_negatives == 1 else "n-tuple")
-    num_negatives = 1 if contrastive else args.num_negatives
+    fmt, num_negatives = ("triplet" if args.num_negatives == 1 else "n-tuple"), args.num_negatives
     if num_negatives > MINING_RANGE:
         raise CtxirError(
             f"--num-negatives {num_negatives} exceeds the {MINING_RANGE} nearest documents mined"
@@ -217,9 +214,6 @@ def build_scifact_task(args: BiEncoderArgs, model) -> TaskData:
     check_not_empty(
         len(mined), "mine_hard_negatives found no negative for any pair", "lower --mining-relative-margin"
     )
-    if contrastive:
-        first, second, label = mined.column_names[:3]
-        mined = mined.rename_columns({first: "sentence1", second: "sentence2", label: "label"})
     dev_evaluator = None
     if dev_ids:
         dev_qrels = {q: {d for d, s in qrels[q].items() if s > 0} for q in dev_ids}
@@ -243,7 +237,6 @@ def build_scifact_task(args: BiEncoderArgs, model) -> TaskData:
     if args.eval_max_queries > 0:
         test_queries = dict(list(test_queries.items())[: args.eval_max_queries])
         test_qrels = {q: test_qrels[q] for q in test_queries}
-    test_corpus = subsample_corpus(corpus, test_qrels, args.eval_corpus_size, args.seed)
     rows = [
         dataset_entry("scifact", "train", "train", folder, len(pairs)),
         dataset_entry("scifact", "test", "eval", folder, len(test_queries)),
@@ -264,12 +257,12 @@ def build_scifact_task(args: BiEncoderArgs, model) -> TaskData:
             "corpus_size": len(corpus),
         },
     }
-    return TaskData(mined, rows, dev_evaluator, {"retrieval": (test_corpus, test_queries, test_qrels)}, extra)
+    return TaskData(mined, rows, dev_evaluator, {"retrieval": (corpus, test_queries, test_qrels)}, extra)
 
 
 # each task: its data step, the dataset folders it reads under --data-dir, its objectives (the first is auto's)
 TASKS = {
-    "scifact": (build_scifact_task, ["scifact"], ("mnrl", "contrastive")),
+    "scifact": (build_scifact_task, ["scifact"], ("mnrl",)),
     "stsb": (build_sts_task, ["stsb"], ("cosent", "cosine")),
     "sick": (build_sts_task, ["sick", "stsb"], ("cosent", "cosine")),
     "nli": (build_nli_task, ["snli", "sick", "stsb"], ("softmax", "mnrl")),
@@ -287,7 +280,6 @@ def build_loss(objective: str, model):
         return losses.SoftmaxLoss(model, embedding_dimension=dimension, num_labels=len(NLI_LABELS))
     return {
         "mnrl": losses.MultipleNegativesRankingLoss,
-        "contrastive": losses.OnlineContrastiveLoss,
         "cosent": losses.CoSENTLoss,
         "cosine": losses.CosineSimilarityLoss,
     }[objective](model)
@@ -318,16 +310,15 @@ def evaluate(model, test: dict, batch_size: int, model_id: str) -> Scores:
     return scores
 
 
-def describe_tests(test: dict, subsampled: bool, eval_max_queries: int) -> tuple[dict, dict]:
+def describe_tests(test: dict, eval_max_queries: int) -> tuple[dict, dict]:
     """({dataset: (task, config text)}, {dataset: what its figures cover}) of the test rows."""
     tasks = {name: ("sts", f"cosine similarity, {len(p)} pairs") for name, p in test.get("sts", {}).items()}
     coverage = {name: {"queries": len(pairs)} for name, pairs in test.get("sts", {}).items()}
     if "retrieval" in test:
         corpus, queries, _ = test["retrieval"]
-        sample = " (SUBSAMPLED corpus)" if subsampled else ""
         tasks["scifact"] = (
             "retrieval",
-            f"dense exact search, {len(corpus)} documents{sample}, {len(queries)} queries",
+            f"dense exact search, {len(corpus)} documents, {len(queries)} queries",
         )
         coverage["scifact"] = {"queries": len(queries)}
         if eval_max_queries > 0:
@@ -400,7 +391,7 @@ def run(args: BiEncoderArgs) -> dict:
         dev_after = dev(trained) if dev is not None else {}
         print(f"after training: {after}")
         # 8. metrics.json
-        tests = describe_tests(data.test, args.eval_corpus_size > 0, args.eval_max_queries)
+        tests = describe_tests(data.test, args.eval_max_queries)
         return write_run_metrics(
             out,
             args,

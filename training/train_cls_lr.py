@@ -65,7 +65,6 @@ class ClsLrArgs(RunArgs):
     )
     heldout_fraction: float = flag(0.2, "share of the train queries held out for the classification report")
     max_samples: int = flag(-1, "use a seeded subset of this many train queries (-1 = all)")
-    max_fit_queries: int = flag(-1, "fit on a seeded subset of this many non-held-out queries (-1 = all)")
     c_grid: str = flag("0.0001,0.0003,0.001,0.003,0.01,0.1,1,10", "LogisticRegression C values tried")
     cv_metric: str = flag(
         "average-precision", "grouped cross-validation maximises: average-precision or ndcg"
@@ -97,7 +96,7 @@ def check_args(args: ClsLrArgs) -> tuple[list[float], list[float]]:
         )
     if not 0 < args.heldout_fraction < 1:
         raise CtxirError(f"--heldout-fraction must be between 0 and 1, got {args.heldout_fraction!r}")
-    for name in ("max_samples", "max_test_queries", "max_fit_queries", "general_queries"):
+    for name in ("max_samples", "max_test_queries", "general_queries"):
         if getattr(args, name) < -1 or getattr(args, name) == 0:
             raise CtxirError(
                 f"--{name.replace('_', '-')} must be -1 (all) or ≥ 1, got {getattr(args, name)!r}"
@@ -155,7 +154,6 @@ def run(args: ClsLrArgs) -> dict:
     fit_qids, heldout_qids = cls_lr.split_queries(
         take(train_qids, args.max_samples, args.seed), unseen, args.heldout_fraction, args.seed
     )
-    fit_qids = take(fit_qids, args.max_fit_queries, args.seed)
     test_qids = take(sorted(test_queries), args.max_test_queries, args.seed)
     output = Path(args.output_dir)
     output.mkdir(parents=True, exist_ok=True)
