@@ -155,7 +155,7 @@ def test_adapt_trains_on_generated_queries(seq2seq, base, tmp_path, monkeypatch)
     trained = seq2seq
     monkeypatch.setenv("CTXIR_CACHE", str(tmp_path / "cache"))
     args = AdaptArgs(
-        corpus=str(_corpus(tmp_path)), output=str(tmp_path / "adapted"), model=str(base), teacher="none",
+        corpus=str(_corpus(tmp_path)), output=str(tmp_path / "adapted"), model=str(base),
         query_kinds="generated", generator=str(trained), max_queries=10, max_steps=2, batch_size=4,
         device="cpu", quiet=True, torch_threads=1, max_seq_length=16, keep_work=True,
     )  # fmt: skip

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, fields
 
 from ctxir import kinds
-from ctxir.adapt.negatives import COMPLEMENT_TEACHER, HYBRID_TEACHER, SOURCE_TEACHER
+from ctxir.adapt.negatives import COMPLEMENT_TEACHER
 from ctxir.adapt.queries import QUERY_KINDS, PseudoQuery, describe, pseudo_queries
 from ctxir.adapt.work import (
     BudgetReached,
@@ -28,7 +28,6 @@ from ctxir.types import Corpus, CtxirError, doc_text
 
 # Fewer documents leave too few to mine negatives from, and the adapter would learn them by heart.
 MIN_DOCUMENTS = 20
-NO_TEACHER = "none"
 
 
 @dataclass
@@ -48,9 +47,7 @@ class AdaptArgs:
     )
     teacher: str = flag(
         COMPLEMENT_TEACHER,
-        "'none' = no teacher (MultipleNegativesRankingLoss with the mined negatives); 'hybrid' = the "
-        "base bi-encoder's cosine + BM25; 'complement' = the hybrid with the cosine alone on BM25-mined negatives; "
-        "'source' = the base's cosine with each query's whole source document as positive (no BM25); a "
+        "'complement' = the base bi-encoder's cosine + BM25, the cosine alone on BM25-mined negatives; a "
         "cross-encoder id or folder, or '' for the shipped one: its score margins label the negatives (MarginMSELoss)",
     )
     query_kinds: str = flag(
@@ -233,35 +230,23 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
     _check_budget(deadline, "before the teacher's scores")
 
     step = time.monotonic()
-    scores, teacher_name = None, NO_TEACHER
     name = args.teacher.strip()
-    if name.lower() == NO_TEACHER:
-        _say("4. No teacher (--teacher none): the mined negatives are plain negatives")
+    if name.lower() == COMPLEMENT_TEACHER:
+        from ctxir.adapt.negatives import CALIBRATION_ROWS, HybridTeacher, scored_texts
+
+        teacher = HybridTeacher(corpus, _encoder(args), show_progress=show, bm25_blind=("bm25",))
+        by_qid = {q.qid: q for q in queries}  # its weights set on the first CALIBRATION_ROWS rows
+        sample = [row for row in negatives if row["negatives"]][:CALIBRATION_ROWS]
+        teacher.calibrate([scored_texts(by_qid[row["qid"]], row, corpus) for row in sample])
+        dense_w, bm25_w = teacher.weights
+        weights = f" (weights {dense_w:.3g}, {bm25_w:.3g}: each part's margins scaled to one spread)"
     else:
-        if name.lower() in (HYBRID_TEACHER, COMPLEMENT_TEACHER):
-            from ctxir.adapt.negatives import CALIBRATION_ROWS, HybridTeacher, scored_texts
+        from ctxir.rerank.registry import load_reranker
 
-            blind = ("bm25",) if name.lower() == COMPLEMENT_TEACHER else ()
-            teacher = HybridTeacher(corpus, _encoder(args), show_progress=show, bm25_blind=blind)
-            by_qid = {q.qid: q for q in queries}  # its weights set on the first CALIBRATION_ROWS rows
-            sample = [row for row in negatives if row["negatives"]][:CALIBRATION_ROWS]
-            teacher.calibrate([scored_texts(by_qid[row["qid"]], row, corpus) for row in sample])
-            dense_w, bm25_w = teacher.weights
-            weights = f" (weights {dense_w:.3g}, {bm25_w:.3g}: each part's margins scaled to one spread)"
-        elif name.lower() == SOURCE_TEACHER:
-            from ctxir.adapt.negatives import SourceTeacher
-
-            teacher, weights = SourceTeacher(_encoder(args)), ""
-        else:
-            from ctxir.rerank.registry import load_reranker
-
-            teacher = load_reranker(kinds.CROSS_ENCODER, name, args.device, args.teacher_batch_size)
-            weights = ""
-        teacher_name = teacher.model_name
-        _say(f"4. Teacher scores: {teacher_name}{weights} on (query, positive) and (query, negative)")
-        scores = teacher_scores(
-            teacher, corpus, queries, negatives, folder.labels, deadline, show_progress=show
-        )
+        teacher = load_reranker(kinds.CROSS_ENCODER, name, args.device, args.teacher_batch_size)
+        weights = ""
+    _say(f"4. Teacher scores: {teacher.model_name}{weights} on (query, positive) and (query, negative)")
+    scores = teacher_scores(teacher, corpus, queries, negatives, folder.labels, deadline, show_progress=show)
     timings["teacher"] = round(time.monotonic() - step, 1)
     _check_budget(deadline, "before training")
 
@@ -276,7 +261,6 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
     from ctxir.encoders.bi_encoder import set_prompts
 
     step = time.monotonic()
-    loss = "margin-mse" if scores is not None else "mnrl"
     # the plan takes the settings AdaptArgs shares with it by name (LoRA, optimiser, steps, checkpoints, seed, device)
     shared = {f.name: getattr(args, f.name) for f in fields(TrainPlan) if hasattr(args, f.name)}
     plan = TrainPlan(**shared, show_progress=not args.quiet)
@@ -288,11 +272,12 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
             f"--corpus {args.corpus!r}: no pseudo-query got a negative (BM25 and dense found no other document "
             "for any): the documents share too little text to adapt on; add documents"
         )
-    scale = teacher_scale(model, rows, seed=args.seed) if scores is not None else 1.0
-    if scores is not None:
-        rows["label"] = [scale * label for label in rows["label"]]
-    _say(f"5. Training a LoRA adapter (rank {args.lora_rank}) with {loss} on {len(rows['anchor']):,} rows")
-    trained = train_adapter(model, rows, loss, plan, folder.checkpoints, deadline)
+    scale = teacher_scale(model, rows, seed=args.seed)
+    rows["label"] = [scale * label for label in rows["label"]]
+    _say(
+        f"5. Training a LoRA adapter (rank {args.lora_rank}) with margin-mse on {len(rows['anchor']):,} rows"
+    )
+    trained = train_adapter(model, rows, "margin-mse", plan, folder.checkpoints, deadline)
     timings["train"] = round(time.monotonic() - step, 1)
     if trained["stopped_by_budget"]:
         _say(
@@ -302,7 +287,7 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
 
     _say(f"6. Saving the adapter to {args.output!r}")
     size = save_adapter(model, folder.final, args.model)
-    record = adapter_record(args, corpus, settings, queries, teacher_name, loss, scale, rows, trained, size)
+    record = adapter_record(args, corpus, settings, queries, teacher.model_name, scale, rows, trained, size)
     record["seconds"] = {**timings, "total": round(time.monotonic() - started, 1)}
     write_card(folder.final, record)
     complete = record["complete"]

@@ -1,6 +1,6 @@
 """Hard negatives mined on the corpus itself (BM25 and dense), and the teacher's scores that label them (a margin,
-not 0/1, so a negative that in fact answers the query costs little: GPL's argument for MarginMSE); the teachers
-without a cross-encoder (``HybridTeacher``, ``SourceTeacher``)."""
+not 0/1, so a negative that in fact answers the query costs little: GPL's argument for MarginMSE); the teacher
+without a cross-encoder (``HybridTeacher``)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from ctxir.adapt.work import BudgetReached, read_jsonl
 from ctxir.types import Corpus, doc_text
 
 MINING_SOURCES = ("bm25", "dense")
-HYBRID_TEACHER = "hybrid"
 COMPLEMENT_TEACHER = "complement"
 CALIBRATION_ROWS = 256
 
@@ -79,11 +78,10 @@ def teacher_scores(
     todo = [row for row in negatives if row["negatives"] and row["qid"] not in done]
     total = len(todo) + len(done)
     bar = tqdm(total=total, initial=len(done), desc="teacher scores", disable=not show_progress)
-    whole = getattr(teacher, "full_positive", False)  # the source teacher reads each positive whole
     with open(labels_path, "a", encoding="utf-8") as out:
         for start in range(0, len(todo), chunk):
             part = todo[start : start + chunk]
-            groups = [scored_texts(by_qid[row["qid"]], row, corpus, whole) for row in part]
+            groups = [scored_texts(by_qid[row["qid"]], row, corpus) for row in part]
             sources = [[source for _, source in row["negatives"]] for row in part]
             for row, scores in zip(part, score_groups(teacher, groups, sources), strict=True):
                 done[row["qid"]] = [float(s) for s in scores]
@@ -99,11 +97,9 @@ def teacher_scores(
     return done
 
 
-def scored_texts(query: PseudoQuery, row: dict, corpus: Corpus, whole: bool = False) -> tuple[str, list[str]]:
-    """What a teacher scores for one query: (its text, [its positive, then each mined negative's text]); ``whole``:
-    the positive is its source document as it is, the query still in it."""
-    positive = doc_text(corpus[query.doc_id]) if whole else query.positive
-    return query.text, [positive, *(doc_text(corpus[d]) for d, _ in row["negatives"])]
+def scored_texts(query: PseudoQuery, row: dict, corpus: Corpus) -> tuple[str, list[str]]:
+    """What a teacher scores for one query: (its text, [its positive, then each mined negative's text])."""
+    return query.text, [query.positive, *(doc_text(corpus[d]) for d, _ in row["negatives"])]
 
 
 def score_groups(
@@ -216,28 +212,6 @@ class HybridTeacher:
                 blind = [i + 1 for i, source in enumerate(mined) if source in self.bm25_blind]
                 p[blind, 1] = p[0, 1]
         return [(p @ weights).astype(np.float32) for p in parts]
-
-
-SOURCE_TEACHER = "source"
-
-
-class SourceTeacher:
-    """The base bi-encoder's cosine, each query's positive read whole (the query still in it): the student, which sees
-    it with the query cut out, learns to find it from the rest (inverse cloze), anchored to the base's margins."""
-
-    full_positive = True
-
-    def __init__(self, encoder):
-        self.encoder = encoder
-        self.model_name = (
-            f"source: {getattr(encoder, 'name', 'the base')} cosine, the whole source as positive"
-        )
-
-    def score_groups(
-        self, groups: Sequence[tuple[str, Sequence[str]]], sources: Sequence[Sequence[str]] | None = None
-    ) -> list[np.ndarray]:
-        """Per group the (len(texts),) cosines; ``sources`` (the negatives' mining sources) does not matter here."""
-        return [cosine.astype(np.float32) for cosine in cosines(self.encoder, groups)]
 
 
 def cosines(encoder, groups: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:

@@ -69,30 +69,21 @@ def load_student(base: str, device: str, max_seq_length: int, plan: TrainPlan):
 
 
 def training_rows(
-    queries: Sequence[PseudoQuery],
-    corpus: Corpus,
-    negatives: Sequence[dict],
-    scores: dict[str, list[float]] | None,
-    scale: float = 1.0,
+    queries: Sequence[PseudoQuery], corpus: Corpus, negatives: Sequence[dict], scores: dict[str, list[float]]
 ) -> dict[str, list]:
-    """Columns for the trainer: anchor, positive, negative (one row per mined negative), and with ``scores`` the label
-    ``scale * (teacher(q, pos) - teacher(q, neg))``. Queries without a negative (or, with a teacher, without scores)
-    are left out."""
+    """Columns for the trainer: anchor, positive, negative (one row per mined negative) and the label
+    ``teacher(q, pos) - teacher(q, neg)``. Queries without a negative or without scores are left out."""
     by_qid = {q.qid: q for q in queries}
-    rows: dict[str, list] = {"anchor": [], "positive": [], "negative": []}
-    if scores is not None:
-        rows["label"] = []
+    rows: dict[str, list] = {"anchor": [], "positive": [], "negative": [], "label": []}
     for row in negatives:
-        query = by_qid[row["qid"]]
-        if scores is not None and row["qid"] not in scores:
+        if row["qid"] not in scores:
             continue
+        query, teacher = by_qid[row["qid"]], scores[row["qid"]]
         for i, (doc_id, _source) in enumerate(row["negatives"]):
             rows["anchor"].append(query.text)
             rows["positive"].append(query.positive)
             rows["negative"].append(doc_text(corpus[doc_id]))
-            if scores is not None:
-                teacher = scores[row["qid"]]
-                rows["label"].append(float(scale * (teacher[0] - teacher[i + 1])))
+            rows["label"].append(float(teacher[0] - teacher[i + 1]))
     return rows
 
 

@@ -126,7 +126,7 @@ def read_jsonl(path: Path) -> list[dict]:
     return rows
 
 
-def adapter_record(args, corpus, settings, queries, teacher_name, loss, scale, rows, trained, size) -> dict:
+def adapter_record(args, corpus, settings, queries, teacher_name, scale, rows, trained, size) -> dict:
     """adapt.json's record (the caller adds "seconds")."""
     return {
         "complete": trained["steps_done"] >= trained["steps_planned"],
@@ -138,7 +138,7 @@ def adapter_record(args, corpus, settings, queries, teacher_name, loss, scale, r
             "fingerprint": settings["corpus_fingerprint"],
         },
         "teacher": teacher_name,
-        "loss": "MarginMSELoss" if loss == "margin-mse" else "MultipleNegativesRankingLoss",
+        "loss": "MarginMSELoss",
         "teacher_scale": round(scale, 6),
         "queries": {"total": len(queries), **Counter(q.kind for q in queries)},
         "query_examples": {
@@ -154,14 +154,10 @@ def adapter_record(args, corpus, settings, queries, teacher_name, loss, scale, r
 
 def _trained_with(record: dict) -> str:
     teacher, loss = record["teacher"], record["loss"]
-    if teacher == "none":
-        return f"no teacher: each query's mined negative and the batch's other documents are its negatives ({loss})"
-    hybrid = "the base model's cosine plus BM25, each scaled to one spread of margins"
-    how = {
-        "hybrid:": f" ({hybrid})",
-        "complement:": f" ({hybrid}; the negatives BM25 mined labelled by the cosine alone)",
-    }
-    what = next((text for prefix, text in how.items() if teacher.startswith(prefix)), "")
+    what = ""
+    if teacher.startswith("complement:"):
+        what = " (the base model's cosine plus BM25, each scaled to one spread of margins; the negatives BM25 mined "
+        what += "labelled by the cosine alone)"
     return f"the teacher `{teacher}`{what} labelled them with its score margins ({loss})"
 
 
