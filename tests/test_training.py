@@ -725,7 +725,7 @@ def test_scripts_on_shared_data(script, argv, tiny_bert_dir, shared_data, tmp_pa
     assert all(d["path"].startswith(str(shared_data)) for d in metrics["datasets"])
 
 
-@pytest.mark.parametrize(("loss", "head"), [("bce", "cls"), ("lambda", "cls"), ("bce", "mean")])
+@pytest.mark.parametrize(("loss", "head"), [("bce", "cls"), ("listnet", "cls"), ("bce", "mean")])
 def test_cross_encoder_lora_adapter_with_pseudo_queries(
     tiny_bert_dir, toy_root, tmp_path, loss, head, training_argv
 ):
@@ -758,7 +758,7 @@ def test_cross_encoder_lora_adapter_with_pseudo_queries(
     metrics = _check_metrics(out, "cross-encoder", {"scifact"})
     assert metrics["extra"]["pseudo_queries"] == 5
     assert metrics["extra"]["train_queries"] == len(metrics["extra"]["train_query_ids"]) == 6
-    assert metrics["objective"] == {"bce": "BinaryCrossEntropyLoss", "lambda": "LambdaLoss"}[loss]
+    assert metrics["objective"] == {"bce": "BinaryCrossEntropyLoss", "listnet": "ListNetLoss"}[loss]
     model = load_cross_encoder(str(out), "cpu")
     base = load_cross_encoder(str(tiny_bert_dir), "cpu", num_labels=1)
     pairs = [("the cat", "the dog"), ("river water", "the river bank is on the water")]

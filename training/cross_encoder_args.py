@@ -13,9 +13,9 @@ from ctxir.encoders.models import DEFAULT_BI_ENCODER
 from ctxir.types import CtxirError
 from training.common import TrainerRunArgs, trainer_setting
 
-LOSSES = {"scifact": ("bce", "lambda", "listnet"), "stsb": ("bce", "mse")}
+LOSSES = {"scifact": ("bce", "listnet"), "stsb": ("bce", "mse")}
 NEGATIVE_STAGES = (kinds.BM25, kinds.HYBRID)  # --negative-stages: the app's first stages
-LISTWISE = ("lambda", "listnet")  # one row = (query, [positive, negatives…], [1, 0, …])
+LISTWISE = ("listnet",)  # one row = (query, [positive, negatives…], [1, 0, …])
 HEAD_PARAMETERS = r"(^|\.)1\.(scale|bias|linear\.)"  # the segment-cosine head's weights (module 1)
 # its --term-match read-outs and --importance-pooling's mix (a bare parameter: no dot after its name)
 MATCH_PARAMETERS = r"(^|\.)1\.(term_weight\.|term_linear\.|pool_mix$)"
@@ -25,8 +25,8 @@ MATCH_PARAMETERS = r"(^|\.)1\.(term_weight\.|term_linear\.|pool_mix$)"
 class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
     task: Literal["scifact", "stsb"] = flag("scifact", "scifact re-ranker or stsb")
     model: str = flag(DEFAULT_BI_ENCODER, "starting Hub id or folder; a plain body gets a one-logit head")
-    loss: Literal["auto", "bce", "mse", "lambda", "listnet"] = flag(
-        "auto", "auto = bce; scifact also lambda / listnet (listwise over the positive and its negatives)"
+    loss: Literal["auto", "bce", "mse", "listnet"] = flag(
+        "auto", "auto = bce; scifact also listnet (listwise over the positive and its negatives)"
     )
     head: Literal["cls", "mean", "segment-cosine"] = flag(
         "cls",
@@ -44,7 +44,6 @@ class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
         "random", "dev claims: random, or unseen = claims whose abstracts no other claim cites"
     )
     lora_r: int = flag(0, "0 = full fine-tuning; r > 0 = a LoRA adapter of rank r (PEFT)")
-    lora_alpha: float = flag(0.0, "LoRA scaling alpha (0 = 2 × --lora-r)")
     pseudo_queries: int = flag(0, "also train on N corpus titles as queries for their abstract (-1 = all)")
     teacher: Literal["none", "hybrid"] = flag(
         "none", "listwise labels: none = 1/0; hybrid = distil BM25 + --dense-model z-scores"

@@ -164,11 +164,10 @@ def run(args: CrossEncoderArgs) -> dict:
         if args.lora_r > 0:  # the mean head's Dense sits outside the transformer and trains in full anyway
             from peft import LoraConfig
 
-            full, alpha = (
-                LORA_FULL_MODULES if args.head == "cls" else None,
-                args.lora_alpha or 2 * args.lora_r,
+            full = LORA_FULL_MODULES if args.head == "cls" else None
+            lora = dict(
+                r=args.lora_r, lora_alpha=2 * args.lora_r, lora_dropout=0.1, target_modules=LORA_TARGETS
             )
-            lora = dict(r=args.lora_r, lora_alpha=alpha, lora_dropout=0.1, target_modules=LORA_TARGETS)
             model.add_adapter(LoraConfig(**lora, modules_to_save=full))
         # 2. load the data: SciFact claims with their negatives, or STS-B pairs
         if args.task == "scifact":
@@ -182,7 +181,7 @@ def run(args: CrossEncoderArgs) -> dict:
             weight = torch.tensor(pos_weight) if pos_weight else None
             loss = losses.BinaryCrossEntropyLoss(model, pos_weight=weight)
         else:
-            named = {"mse": losses.MSELoss, "lambda": losses.LambdaLoss, "listnet": losses.ListNetLoss}
+            named = {"mse": losses.MSELoss, "listnet": losses.ListNetLoss}
             loss = named[args.loss](model)
         # 4. the evaluators: the dev one during training, and the starting model's scores
         batch, depth = args.per_device_train_batch_size, args.rerank_depth
