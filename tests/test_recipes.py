@@ -201,18 +201,6 @@ DOCUMENTED = [
         ),
     ),
     (
-        "python training/train_cross_encoder.py --recipe recipes/cross-encoder-stage2-distil.yaml",
-        (
-            "python training/train_cross_encoder.py --task scifact --model "
-            "ctxir/minilm-l6-scifact-cross-encoder --head segment-cosine --train-layers 2 --max-length 128 "
-            "--loss listnet --teacher hybrid --negatives both --num-negatives 5 --num-dense-negatives 1 "
-            "--negative-pool 20 --negative-rounds 3 --pseudo-queries 3000 --dev-split unseen --dev-queries 50"
-            " --rerank-depth 20 --learning-rate 3e-5 --head-learning-rate 1e-3 --batch-size 4 --max-steps 600"
-            " --torch-threads 1 --eval-steps 100 --save-steps 100 --keep-checkpoints true --eval-before false"
-            " --output-dir outputs/ce-distil-stage2"
-        ),
-    ),
-    (
         "python training/train_cross_encoder.py --recipe recipes/cross-encoder-stage3.yaml",
         (
             "python training/train_cross_encoder.py --task scifact --model "
@@ -536,20 +524,6 @@ DOCUMENTED = [
         (
             "python -m training.evaluate_reranker --model outputs/ce-seg-stage1-maxp --choose-passages true "
             "--choose-fusion true --depths 20 --collections scifact,msmarco,demo --torch-threads 2"
-        ),
-    ),
-    (
-        "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-stage2-distil.yaml",
-        (
-            "python -m training.evaluate_reranker --model outputs/ce-distil-stage2 --choose-fusion true "
-            "--depths 20 --collections scifact,msmarco,demo"
-        ),
-    ),
-    (
-        "python training/train_cls_lr.py --recipe recipes/cls-lr-stage2.yaml",
-        (
-            "python training/train_cls_lr.py --base-model outputs/ce-distil-stage2 --heldout-queries "
-            "base-unseen --rerank-depth 20 --torch-threads 1 --output-dir outputs/cls-lr-stage2"
         ),
     ),
     (

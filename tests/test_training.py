@@ -1517,64 +1517,6 @@ def test_evaluate_reranker_chooses_a_cls_lr_rankers_own_fusion_on_its_cross_enco
     assert fusion["chosen_on"].startswith(f"{len(dev)} held-out SciFact training claims")
 
 
-def test_hybrid_teacher_grades_are_summed_z_scores_of_bm25_and_cosine_and_label_the_groups(
-    tiny_bert_dir, toy_root
-):
-    """--teacher hybrid: grade = scale · (z(BM25) + z(cos)) over the query's BM25 pool, computed here by hand; the
-    listwise rows carry those grades (+ --gold-weight on the judged positive), and a pointwise loss is refused."""
-    from ctxir.data import load_beir
-    from ctxir.encoders import BiEncoder
-    from ctxir.retrieval import BM25Retriever
-    from ctxir.types import doc_text
-
-    corpus, queries, _ = load_beir(toy_root / "scifact", "train")
-    queries = dict(list(queries.items())[:2])
-    bm25 = BM25Retriever(corpus)
-    # --negative-pool 3, --teacher-scale 0.5: the depth is max(--negative-pool, 20)
-    grade = cross_encoder_data.hybrid_teacher(corpus, queries, bm25, str(tiny_bert_dir), 20, 0.5, "cpu")
-    q = next(iter(queries))
-    hits = bm25.search({q: queries[q]}, 200)[q]
-    pool = hits[:20]
-    encoder = BiEncoder(str(tiny_bert_dir), device="cpu")
-    vectors = {
-        h.doc_id: v / np.linalg.norm(v)
-        for h, v in zip(pool, encoder.encode([doc_text(corpus[h.doc_id]) for h in pool]), strict=True)
-    }
-    query = encoder.encode([queries[q]])[0]
-    query = query / np.linalg.norm(query)
-    b = np.array([h.score for h in pool])
-    c = np.array([vectors[h.doc_id] @ query for h in pool])
-    d = pool[0].doc_id
-    # the teacher z-scores over the top max(--negative-pool, 20) hits
-    expected = 0.5 * ((pool[0].score - b.mean()) / (b.std() + 1e-6) + (c[0] - c.mean()) / (c.std() + 1e-6))
-    assert grade(q, d) == pytest.approx(expected, abs=1e-4)
-    assert grade(q, pool[0].doc_id) != grade(q, pool[-1].doc_id)
-    # a query with no word in the index (a corpus title such as 'in') has nothing to z-score against: NaN, and
-    # build_scifact drops its group (one NaN label turned every weight NaN in a real run)
-    lost = cross_encoder_data.hybrid_teacher(
-        corpus, {"x": "zzzqqq"}, bm25, str(tiny_bert_dir), 20, 0.5, "cpu"
-    )
-    assert np.isnan(lost("x", pool[0].doc_id))
-
-    data = cross_encoder_data.build_scifact(
-        train_cross_encoder.CrossEncoderArgs(
-            data_dir=str(toy_root),
-            dense_model=str(tiny_bert_dir),
-            loss="listnet",
-            teacher="hybrid",
-            gold_weight=3.0,
-            num_negatives=2,
-            dev_queries=0,
-            rerank_depth=10,
-        ),
-        "cpu",
-    )
-    labels = data.train["labels"]
-    assert any(x not in (0.0, 1.0) for row in labels for x in row)
-    with pytest.raises(CtxirError, match="--teacher 'hybrid'"):
-        cross_encoder_args.check(train_cross_encoder.CrossEncoderArgs(loss="bce", teacher="hybrid"))
-
-
 def test_window_picker_takes_the_window_sharing_the_rarest_query_words():
     """--train-passages best: each (query, abstract) pair reads the abstract's MaxP window that shares the most
     query words, IDF-weighted; with nothing shared it keeps the first window (what FirstP reads)."""

@@ -45,11 +45,6 @@ class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
     )
     lora_r: int = flag(0, "0 = full fine-tuning; r > 0 = a LoRA adapter of rank r (PEFT)")
     pseudo_queries: int = flag(0, "also train on N corpus titles as queries for their abstract (-1 = all)")
-    teacher: Literal["none", "hybrid"] = flag(
-        "none", "listwise labels: none = 1/0; hybrid = distil BM25 + --dense-model z-scores"
-    )
-    teacher_scale: float = flag(1.0, "--teacher hybrid: multiplies the summed z-scores")
-    gold_weight: float = flag(2.0, "--teacher hybrid: added to a judged positive's label")
     general: str = flag(
         "", "also train on <data-dir>/general/ sources: squad, wikiqa, msmarco, wikiqa-topics"
     )
@@ -62,7 +57,7 @@ class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
     negatives: Literal["bm25", "dense", "both"] = flag("bm25", "scifact: where hard negatives come from")
     num_negatives: int = flag(4, "scifact: hard negatives per claim (per source)")
     random_negatives: int = flag(0, "scifact: also N random corpus documents per query as negatives")
-    dense_model: str = flag(DEFAULT_BI_ENCODER, "bi-encoder for --negatives dense and --teacher hybrid")
+    dense_model: str = flag(DEFAULT_BI_ENCODER, "bi-encoder for --negatives dense")
     rerank_depth: int = flag(100, "scifact test: BM25 candidates re-ranked per query")
     dev_queries: int = flag(50, "scifact: training queries held out for the dev evaluator (0 = none)")
     dev_depth: int = flag(20, "scifact dev evaluator: BM25 candidates per query")
@@ -109,11 +104,6 @@ def check(args: CrossEncoderArgs) -> None:
         raise CtxirError(
             f"--negative-rounds must be ≥ 1 and --negative-pool ≥ 0, got {args.negative_rounds!r} and "
             f"{args.negative_pool!r}"
-        )
-    if args.teacher != "none" and (args.task != "scifact" or args.loss not in LISTWISE):
-        raise CtxirError(
-            f"--teacher {args.teacher!r} grades the documents of listwise groups: use it with --task "
-            f"scifact and --loss {' or '.join(LISTWISE)}, or --teacher none"
         )
     negative_stages(args.negative_stages)
     if args.general and (args.task != "scifact" or args.loss not in LISTWISE):

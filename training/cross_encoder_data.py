@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import math
 import random
 import re
 from pathlib import Path
@@ -204,45 +203,6 @@ def dense_negatives(corpus, queries, positives, model_name: str, num: int, devic
     return out
 
 
-def hybrid_teacher(corpus, queries: dict, bm25, model_name: str, depth: int, scale: float, device: str):
-    """grade(qid, doc_id) = ``scale`` · (z(BM25) + z(cosine of ``model_name``)), z-scored over the query's BM25 top
-    ``depth``; NaN for a query with fewer than two BM25 hits (its group is dropped: NaN labels poison the weights)."""
-    from ctxir.encoders import BiEncoder
-
-    hits = bm25.search(queries, max(depth, 200))
-    bm25_scores = {q: {h.doc_id: h.score for h in hs} for q, hs in hits.items()}
-    encoder = BiEncoder(model_name, device=device)
-    doc_ids, doc_vectors = encoder.encode_corpus(corpus)
-    row = {d: i for i, d in enumerate(doc_ids)}
-    qids = sorted(queries)
-    query_vectors = encoder.encode([queries[q] for q in qids])
-    doc_vectors = doc_vectors / np.linalg.norm(doc_vectors, axis=1, keepdims=True)
-    query_vectors = query_vectors / np.linalg.norm(query_vectors, axis=1, keepdims=True)
-    qrow = {q: i for i, q in enumerate(qids)}
-    stats: dict[str, tuple[float, float, float, float, float]] = {}
-    for q in qids:
-        pool = [h.doc_id for h in hits[q][:depth]]
-        if len(pool) < 2:  # no word of the query is in the index: nothing to z-score against
-            continue
-        b = np.array([bm25_scores[q][d] for d in pool])
-        c = doc_vectors[[row[d] for d in pool]] @ query_vectors[qrow[q]]
-        floor = min(bm25_scores[q].values())  # below its top 200: no better than that
-        stats[q] = (b.mean(), b.std() + 1e-6, c.mean(), c.std() + 1e-6, floor)
-    print(
-        f"hybrid teacher: BM25 + {model_name} over {len(stats)} queries, z-scored over BM25 top {depth}; "
-        f"{len(qids) - len(stats)} with fewer than 2 BM25 hits left out"
-    )
-
-    def grade(q: str, d: str) -> float:
-        if q not in stats:
-            return float("nan")
-        b_mean, b_std, c_mean, c_std, floor = stats[q]
-        cosine = float(doc_vectors[row[d]] @ query_vectors[qrow[q]])
-        return float(scale * ((bm25_scores[q].get(d, floor) - b_mean) / b_std + (cosine - c_mean) / c_std))
-
-    return grade
-
-
 class WindowPicker:
     """The MaxP window of a document that shares the most query words, each word weighted by its IDF over the
     corpus: the passage a claim is most likely about, and, for a negative, the passage that competes hardest.
@@ -377,18 +337,7 @@ def build_scifact(args, device: str) -> TaskData:
         if args.negative_rounds > 1 or args.negative_pool > args.num_negatives:
             rounds, num = args.negative_rounds, args.num_negatives
             groups = resampled_groups(groups, pools, rounds, num, pool_size, args.seed)
-        if args.teacher == "hybrid":
-            depth = max(args.negative_pool, 20)
-            grade = hybrid_teacher(
-                train_corpus, train_queries, bm25, args.dense_model, depth, args.teacher_scale, device
-            )
-            groups = [g for g in groups if not math.isnan(grade(g[0], g[1][0]))]
-            labels = [
-                [grade(q, d) + args.gold_weight for d in pos] + [grade(q, d) for d in neg]
-                for q, pos, neg in groups
-            ]
-        else:
-            labels = [[1.0] * len(pos) + [0.0] * len(neg) for _, pos, neg in groups]
+        labels = [[1.0] * len(pos) + [0.0] * len(neg) for _, pos, neg in groups]
         texts = [[text(q, d) for d in pos + neg] for q, pos, neg in groups]
         rows = list(zip([train_queries[q] for q, _, _ in groups], texts, labels, strict=True))
         dataset = columns(rows, ["query", "docs", "labels"])
