@@ -505,13 +505,6 @@ DOCUMENTED = [
         ),
     ),
     (
-        "python -m training.train_cls_lr --recipe recipes/cls-lr-from-stsb.yaml",
-        (
-            "python -m training.train_cls_lr --base-model outputs/cross-encoder-scifact-from-stsb "
-            "--heldout-queries base-unseen --output-dir outputs/cls-lr-from-stsb --bundle-base true"
-        ),
-    ),
-    (
         "python training/train_bi_encoder.py --recipe recipes/bi-encoder-stsb-cosent-teacher.yaml",
         (
             "python training/train_bi_encoder.py --task stsb --objective cosent --epochs 2 --batch-size 16 "

@@ -440,49 +440,6 @@ def test_smoke_run_writes_a_ranker_ctxir_loads(tiny_bert_dir, tiny_data, tmp_pat
     np.testing.assert_array_equal(ClsLrRanker.load(tmp_path / "again", device="cpu").coef, ranker.coef)
 
 
-def test_cli_bundle_base_makes_a_self_contained_folder(tiny_bert_dir, tiny_data, tmp_path):
-    out = tmp_path / "bundled"
-    code = tcl.main(
-        [
-            "--base-model",
-            str(tiny_bert_dir),
-            "--data-dir",
-            str(tiny_data),
-            "--output-dir",
-            str(out),
-            "--negatives-per-positive",
-            "3",
-            "--negative-depth",
-            "20",
-            "--max-samples",
-            "10",
-            "--cv-folds",
-            "3",
-            "--rerank-depth",
-            "5",
-            "--verify-queries",
-            "1",
-            "--device",
-            "cpu",
-            "--cache-dir",
-            "",
-            "--batch-size",
-            "4",
-            "--bundle-base",
-        ]
-    )
-    assert code == 0
-    assert json.loads((out / "metrics.json").read_text())["config"]["bundle_base"] is True
-    assert json.loads((out / CLS_LR_CONFIG).read_text())["base_model"] == "."
-    assert (out / "config.json").is_file() and (out / "vocab.txt").is_file()
-    ranker = ClsLrRanker.load(out, device="cpu")
-    assert Path(ranker.base_model) == out.resolve()
-    expected = ClsLrRanker(
-        str(tiny_bert_dir), ranker.coef, ranker.intercept, max_length=ranker.max_length, device="cpu"
-    ).score_pairs("river bank", [d for _, d in PAIRS])
-    np.testing.assert_allclose(ranker.score_pairs("river bank", [d for _, d in PAIRS]), expected, atol=1e-5)
-
-
 def fake_scifact_cross_encoder(tiny_bert_dir: Path, folder: Path, train_query_ids: list[str] | None) -> Path:
     """The tiny BERT folder with the metrics.json train_cross_encoder.py would write next to it."""
     import shutil

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -48,8 +47,6 @@ from training import cls_lr, common
 from training.common import RunArgs, check_not_empty, cli_main, data_folder, take, tee_output
 
 CV_METRICS = {"average-precision": "average_precision", "ndcg": "ndcg"}  # --cv-metric → choose_c's key
-# the base cross-encoder's run records, left out when --bundle-base copies its model into the ranker folder
-NOT_BUNDLED = ("README.md", "metrics.json", "train.log", "training_log.jsonl")
 
 
 @dataclass
@@ -79,7 +76,6 @@ class ClsLrArgs(RunArgs):
     general_queries: int = flag(300, "--general: questions drawn per source, seeded (-1 = all unseen)")
     batch_size: int = flag(16, "pairs per forward pass")
     cache_dir: str = flag("~/.cache/ctxir/cls-lr", "[CLS] feature cache ('' = no cache)")
-    bundle_base: bool = flag(False, "copy the cross-encoder's files into the ranker folder (base_model '.')")
     model_name: str = flag("ctxir-cls-lr-scifact", "short name for metrics.json")
 
 
@@ -121,13 +117,9 @@ def positive_grid(name: str, value: str, example: str, what: str) -> list[float]
     return grid
 
 
-def base_reference(given: str, base_path: str, output: Path, bundle: bool) -> str:
-    """What cls_lr_config.json names as base_model: '.' when bundled (its files copied in), a path relative to the
-    ranker folder for a local cross-encoder (ClsLrRanker.load resolves it there), else the Hub id as given."""
-    if bundle:
-        ignore = shutil.ignore_patterns(*NOT_BUNDLED, "checkpoint*")
-        shutil.copytree(base_path, output, ignore=ignore, dirs_exist_ok=True)
-        return "."
+def base_reference(given: str, base_path: str, output: Path) -> str:
+    """What cls_lr_config.json names as base_model: a path relative to the ranker folder for a local cross-encoder
+    (ClsLrRanker.load resolves it there), else the Hub id as given."""
     if Path(given).expanduser().exists():
         return os.path.relpath(Path(base_path).resolve(), output.resolve())
     return given
@@ -232,8 +224,8 @@ def run(args: ClsLrArgs) -> dict:
         fit_seconds = time.perf_counter() - fit_start
         final_loss = float(log_loss(y_fit, model.predict_proba(x_fit)[:, 1], labels=[0, 1]))
 
-        # 5. save the ranker (safetensors + JSON), base_model relative to it, or '.' when bundled
-        base_ref = base_reference(args.base_model, base_path, output, args.bundle_base)
+        # 5. save the ranker (safetensors + JSON), base_model relative to it
+        base_ref = base_reference(args.base_model, base_path, output)
         meta = {"C": best_c, "score_emphasis": emphasis, "class_weight": "balanced"}
         meta.update(
             standardised_then_folded=True, threshold=threshold, threshold_probability=float(expit(threshold))
