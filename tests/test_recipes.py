@@ -432,21 +432,6 @@ DOCUMENTED = [
         ),
     ),
     (
-        "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-read512-choose.yaml --device cuda",
-        (
-            "python -m training.evaluate_reranker --model outputs/ce-stage5-read --choose-passages true "
-            "--choose-fusion true --fusion-dev scifact,squad --fusion-min-gain 0.03 --read-tokens 512 --depths '' "
-            "--device cuda"
-        ),
-    ),
-    (
-        "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-read512-suite.yaml --device cuda",
-        (
-            "python -m training.evaluate_reranker --model outputs/ce-stage5-read --suite true --device cuda "
-            "--scores-dir outputs/scores-read"
-        ),
-    ),
-    (
         "python -m training.evaluate_reranker --recipe recipes/evaluate-reranker-stage5-suite.yaml",
         (
             "python -m training.evaluate_reranker --model outputs/ce-general-stage5 --suite true "

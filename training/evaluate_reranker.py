@@ -63,7 +63,6 @@ class EvaluateRerankerArgs:
     choose_passages: bool = flag(False, "choose first tokens or best window (MaxP): <model>/passages.json")
     passage_words: int = flag(70, "MaxP window, words")
     passage_stride: int = flag(50, "MaxP: a new window every N words")
-    read_tokens: int = flag(0, "--choose-passages: tokens per pair (0 = the model's max length)")
     depths: str = flag("20", "BM25 depths re-ranked on SciFact test ('' = only choose)")
     collections: str = flag("scifact,msmarco,demo", f"what to evaluate, a comma list of {tuple(COLLECTIONS)}")
     other_first_stages: str = flag("bm25,hybrid", "first stages re-ranked at --other-depth on the others")
@@ -228,33 +227,25 @@ def first_stage_hits(parts, names: list[str], depth: int) -> dict[str, dict]:
 def choose_passages(reranker, args: EvaluateRerankerArgs, dev: DevClaims) -> dict:
     """passages.json: first tokens or the best window (MaxP), whichever re-ranks the dev queries better alone; →
     the chosen way's dev scores."""
-    from ctxir.encoders.lengths import set_max_length
     from ctxir.rerank import Passages
 
     if not hasattr(reranker, "passages"):
         raise CtxirError(
             f"--choose-passages applies to cross-encoders; {args.model!r} is a {type(reranker).__name__}: drop the flag"
         )
-    ways = {"first": None, "max": Passages(args.passage_words, args.passage_stride, args.read_tokens)}
-    own = reranker.model.max_seq_length  # as loaded: the folder's read_tokens already applied, else its own
-
-    def read_as(name: str) -> None:
-        reranker.passages = ways[name]
-        set_max_length(reranker.model, (ways[name].read_tokens or own) if ways[name] else own)
-
+    ways = {"first": None, "max": Passages(args.passage_words, args.passage_stride)}
     scored, ndcg = {}, {}
     for name in ways:
-        read_as(name)
+        reranker.passages = ways[name]
         label = f"{len(dev.queries)} dev queries, passages {name}"
         scored[name] = score_candidates(reranker, dev.queries, dev.bm25, dev.corpus, label)
         ndcg[name] = round(dev_ndcg(dev.qrels, scored[name], dev.parts), 4)
     method = "max" if ndcg["max"] > ndcg["first"] else "first"  # a tie keeps the cheaper way
-    read_as(method)
+    reranker.passages = ways[method]
     record = {
         "method": method,
         "words": args.passage_words,
         "stride": args.passage_stride,
-        **({"read_tokens": args.read_tokens} if args.read_tokens and method == "max" else {}),
         "metric": "nDCG@10 alone",
         "dev": ndcg,
         "chosen_on": dev.chosen_on,
