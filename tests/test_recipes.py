@@ -472,24 +472,6 @@ DOCUMENTED = [
         ),
     ),
     (
-        "python training/train_cross_encoder.py --recipe recipes/cross-encoder-lora-a.yaml",
-        (
-            "python training/train_cross_encoder.py --task scifact --lora-r 16 --learning-rate 5e-4 "
-            "--num-negatives 3 --random-negatives 2 --pseudo-queries 300 --max-length 256 --epochs 1 "
-            "--dev-queries 100 --dev-depth 20 --rerank-depth 20 --eval-before false --batch-size 16 "
-            "--output-dir outputs/ce-scifact-lora"
-        ),
-    ),
-    (
-        "python training/train_cross_encoder.py --recipe recipes/cross-encoder-lora-c.yaml",
-        (
-            "python training/train_cross_encoder.py --task scifact --head mean --lora-r 16 --learning-rate "
-            "1e-3 --num-negatives 3 --random-negatives 2 --pseudo-queries 300 --max-length 256 --epochs 1 "
-            "--dev-queries 100 --dev-depth 20 --rerank-depth 20 --eval-before false --batch-size 16 "
-            "--output-dir outputs/ce-scifact-mean-lora --torch-threads 2"
-        ),
-    ),
-    (
         "python training/train_bi_encoder.py --recipe recipes/bi-encoder-stsb-cosent-teacher.yaml",
         (
             "python training/train_bi_encoder.py --task stsb --objective cosent --epochs 2 --batch-size 16 "

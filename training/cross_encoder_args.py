@@ -28,9 +28,8 @@ class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
     loss: Literal["auto", "bce", "mse", "listnet"] = flag(
         "auto", "auto = bce; scifact also listnet (listwise over the positive and its negatives)"
     )
-    head: Literal["cls", "mean", "segment-cosine"] = flag(
-        "cls",
-        "cls = classifier on [CLS]; mean = linear on the mean token; segment-cosine (ctxir.encoders.heads)",
+    head: Literal["cls", "segment-cosine"] = flag(
+        "cls", "cls = classifier on [CLS]; segment-cosine (ctxir.encoders.heads)"
     )
     train_layers: int = flag(0, "segment-cosine: train only the top N layers (+ head) (0 = all)")
     head_learning_rate: float = flag(0.0, "segment-cosine head's learning rate (0 = --learning-rate)")
@@ -56,7 +55,6 @@ class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
     max_length: int = flag(256, "tokens per (query, document) input (0 = the model's own)")
     negatives: Literal["bm25", "dense", "both"] = flag("bm25", "scifact: where hard negatives come from")
     num_negatives: int = flag(4, "scifact: hard negatives per claim (per source)")
-    random_negatives: int = flag(0, "scifact: also N random corpus documents per query as negatives")
     dense_model: str = flag(DEFAULT_BI_ENCODER, "bi-encoder for --negatives dense")
     rerank_depth: int = flag(100, "scifact test: BM25 candidates re-ranked per query")
     dev_queries: int = flag(50, "scifact: training queries held out for the dev evaluator (0 = none)")

@@ -286,12 +286,6 @@ def build_scifact(args, device: str) -> TaskData:
         dense = dense_negatives(corpus, train_queries, positives, args.dense_model, num, device)
         for q, docs in dense.items():
             negatives[q] += [d for d in docs if d not in negatives[q]]
-    if args.random_negatives > 0:
-        rng, doc_ids = random.Random(args.seed), sorted(corpus)
-        for q in sorted(negatives):
-            known = positives[q] | set(negatives[q])
-            size = min(len(doc_ids), args.random_negatives + len(positives[q]) + len(negatives[q]))
-            negatives[q] += [d for d in rng.sample(doc_ids, size) if d not in known][: args.random_negatives]
     # 4. --general: each source's questions (ids prefixed "<source>:"), --general-queries of each (seeded), with a
     # pool of --negative-stages negatives over the source's own passages and one negative the source marks
     train_corpus, general, rng = dict(corpus), {}, random.Random(args.seed)  # test and dev stay SciFact's

@@ -132,10 +132,8 @@ def run(args: CrossEncoderArgs) -> dict:
     """Train one cross-encoder; returns the metrics.json record (empty on non-main processes)."""
     import torch
     from sentence_transformers import CrossEncoder
-    from sentence_transformers.base.modules import Dense, Transformer
     from sentence_transformers.cross_encoder import losses
     from sentence_transformers.cross_encoder.trainer import CrossEncoderTrainer
-    from sentence_transformers.sentence_transformer.modules import Pooling
 
     from ctxir.encoders.heads import save_cross_encoder
 
@@ -147,21 +145,16 @@ def run(args: CrossEncoderArgs) -> dict:
     config, resume = run_config(args), args.resume_from_checkpoint
     with Run(out, "train_cross_encoder", config, resume, args.run_device, args.torch_threads) as run:
         device = run.device
-        # 1. load the model: a segment-cosine, mean or [CLS] head over the body (+ a LoRA adapter)
+        # 1. load the model: a segment-cosine or [CLS] head over the body (+ a LoRA adapter)
         path = resolve_model(args.model)
         if args.head == "segment-cosine":
             model = load_segment_cosine(
                 path, device, args.model, args.train_layers, args.term_match, args.importance_pooling
             )
-        elif args.head == "mean":
-            body = Transformer(path, transformer_task="feature-extraction")
-            hidden = body.model.config.hidden_size
-            score = Dense(hidden, 1, activation_function=None, module_output_name="scores")
-            model = CrossEncoder(modules=[body, Pooling(hidden, "mean"), score], device=device)
         else:  # a body without a classifier (a bi-encoder, plain BERT) gets a fresh one-logit head
             model = CrossEncoder(path, num_labels=1, device=device)
         set_max_length(model, args.max_length, name="--max-length")  # 0 = the model's own limit
-        if args.lora_r > 0:  # the mean head's Dense sits outside the transformer and trains in full anyway
+        if args.lora_r > 0:
             from peft import LoraConfig
 
             full = LORA_FULL_MODULES if args.head == "cls" else None
