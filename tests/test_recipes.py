@@ -313,20 +313,6 @@ DOCUMENTED = [
         ),
     ),
     (
-        "python training/train_cross_encoder.py --recipe recipes/cross-encoder-stage8-importance.yaml",
-        (
-            "python training/train_cross_encoder.py --task scifact --model ctxir/minilm-l6-scifact-cross-encoder "
-            "--head segment-cosine --term-match true --importance-pooling true --train-layers 2 --max-length 128 "
-            "--loss listnet --train-passages best --negatives bm25 --negative-stages bm25,hybrid --num-negatives 5 "
-            "--negative-pool 20 --negative-rounds 3 --pseudo-queries 1500 "
-            "--general squad,wikiqa,msmarco,wikiqa-topics --general-queries 700 --dev-split unseen "
-            "--dev-queries 50 --rerank-depth 20 --eval-max-queries 50 --learning-rate 2e-5 "
-            "--head-learning-rate 1e-3 --match-learning-rate 1e-2 --batch-size 4 --max-steps 500 "
-            "--torch-threads 1 --eval-steps 250 --save-steps 250 --load-best true --keep-checkpoints true "
-            "--eval-before false --output-dir outputs/ce-stage8-importance"
-        ),
-    ),
-    (
         "python training/train_cross_encoder.py --recipe recipes/cross-encoder-stage7-topics.yaml",
         (
             "python training/train_cross_encoder.py --task scifact --model ctxir/minilm-l6-scifact-cross-encoder "

@@ -865,47 +865,6 @@ def test_term_match_continues_a_saved_head_and_trains_its_own_weights(
         cross_encoder_args.check(train_cross_encoder.CrossEncoderArgs(head="cls", term_match=True))
 
 
-def test_importance_pooling_continues_a_term_match_head_from_its_own_scores_and_trains_its_mix(
-    tiny_bert_dir, toy_root, tmp_path, training_argv
-):
-    """--importance-pooling: a saved head with the term-match term gains the query mix at 0 (its scores unchanged),
-    trains it at the term's learning rate, and reloads with it; without --term-match it is refused."""
-    import numpy as np
-    import torch
-
-    from ctxir.encoders import models
-
-    first, second = tmp_path / "first", tmp_path / "second"
-    args = training_argv(
-        tiny_bert_dir, toy_root, first, **TINY_SEGMENT_COSINE, max_steps=2, rerank_depth=6, eval_before=False
-    )
-    assert train_cross_encoder.main([*args, "--term-match", "true"]) == 0
-    pairs = [("cats", "cats sit on mats"), ("cats", "a river bank")]
-    models.load_cross_encoder.cache_clear()
-    start = models.load_cross_encoder(str(first), "cpu")
-    # two steps leave the term importance flat (its read-out starts at 0), and a flat importance pools as the mean
-    # does, which would give the mix no gradient: give it one that differs by token, as a trained head has
-    with torch.no_grad():
-        start[1].term_weight.weight.normal_(0.0, 1.0, generator=torch.Generator().manual_seed(0))
-    start.save_pretrained(str(first))
-    before = np.ravel(start.predict(pairs))
-    start[1].add_importance_pooling()
-    assert float(start[1].pool_mix) == 0.0 and np.allclose(np.ravel(start.predict(pairs)), before, atol=1e-6)
-    args[args.index("--model") + 1], args[args.index("--output-dir") + 1] = str(first), str(second)
-    extra = ["--term-match", "true", "--importance-pooling", "true", "--match-learning-rate", "5e-2"]
-    assert train_cross_encoder.main([*args, *extra]) == 0
-    models.load_cross_encoder.cache_clear()
-    head = models.load_cross_encoder(str(second), "cpu")[1]
-    assert head.importance_pooling and float(head.pool_mix) != 0.0  # it trained from zero and reloads
-    assert (
-        json.loads((second / "1_SegmentCosineHead" / "config.json").read_text())["importance_pooling"] is True
-    )
-    with pytest.raises(CtxirError, match=r"--importance-pooling .*add --term-match true"):
-        cross_encoder_args.check(
-            train_cross_encoder.CrossEncoderArgs(head="segment-cosine", importance_pooling=True)
-        )
-
-
 def _train_load_best(training_argv, tiny_bert_dir, toy_root, out, steps: int) -> None:
     """A tiny segment-cosine run with a dev evaluation and a kept checkpoint at every step, ending on its dev-best."""
     args = training_argv(

@@ -17,7 +17,7 @@ LOSSES = {"scifact": ("bce", "listnet"), "stsb": ("bce", "mse")}
 NEGATIVE_STAGES = (kinds.BM25, kinds.HYBRID)  # --negative-stages: the app's first stages
 LISTWISE = ("listnet",)  # one row = (query, [positive, negatives…], [1, 0, …])
 HEAD_PARAMETERS = r"(^|\.)1\.(scale|bias|linear\.)"  # the segment-cosine head's weights (module 1)
-# its --term-match read-outs and --importance-pooling's mix (a bare parameter: no dot after its name)
+# its --term-match read-outs and an importance-pooling head's mix (a bare parameter: no dot after its name)
 MATCH_PARAMETERS = r"(^|\.)1\.(term_weight\.|term_linear\.|pool_mix$)"
 
 
@@ -34,7 +34,6 @@ class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
     train_layers: int = flag(0, "segment-cosine: train only the top N layers (+ head) (0 = all)")
     head_learning_rate: float = flag(0.0, "segment-cosine head's learning rate (0 = --learning-rate)")
     term_match: bool = flag(False, "segment-cosine: add the learned term-match term, zero-initialised")
-    importance_pooling: bool = flag(False, "--term-match: also pool the query by term importance, from 0")
     match_learning_rate: float = flag(0.0, "term-match weights' learning rate (0 = --head-learning-rate)")
     negative_rounds: int = flag(1, "listwise: N groups per query, negatives re-drawn from --negative-pool")
     negative_pool: int = flag(0, "draw negatives from this many top non-relevant hits (0 = --num-negatives)")
@@ -91,10 +90,6 @@ def check(args: CrossEncoderArgs) -> None:
         raise CtxirError(
             f"--term-match adds a term to the segment-cosine head: use it with --head segment-cosine, "
             f"not --head {args.head!r}"
-        )
-    if args.importance_pooling and not args.term_match:
-        raise CtxirError(
-            "--importance-pooling pools the query by the term-match term's importance: add --term-match true"
         )
     if args.train_layers and args.lora_r:
         raise CtxirError("--train-layers and --lora-r are two ways to ship a small model: pick one")

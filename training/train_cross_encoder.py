@@ -76,7 +76,6 @@ def load_segment_cosine(
     name: str,
     train_layers: int,
     term_match: bool = False,
-    importance_pooling: bool = False,
 ):
     """A fresh segment-cosine cross-encoder over the body at ``path`` (``name``: its Hub id), or the ctxir
     cross-encoder folder at ``path`` itself: each stage resumes from the last shipped weights."""
@@ -99,8 +98,6 @@ def load_segment_cosine(
         )
     if term_match:
         model[1].add_term_match()
-    if importance_pooling:
-        model[1].add_importance_pooling()
     layers = body.model.config.num_hidden_layers
     if train_layers > layers:
         raise CtxirError(f"--train-layers {train_layers!r} exceeds the body's {layers} layers")
@@ -148,9 +145,7 @@ def run(args: CrossEncoderArgs) -> dict:
         # 1. load the model: a segment-cosine or [CLS] head over the body (+ a LoRA adapter)
         path = resolve_model(args.model)
         if args.head == "segment-cosine":
-            model = load_segment_cosine(
-                path, device, args.model, args.train_layers, args.term_match, args.importance_pooling
-            )
+            model = load_segment_cosine(path, device, args.model, args.train_layers, args.term_match)
         else:  # a body without a classifier (a bi-encoder, plain BERT) gets a fresh one-logit head
             model = CrossEncoder(path, num_labels=1, device=device)
         set_max_length(model, args.max_length, name="--max-length")  # 0 = the model's own limit
