@@ -302,8 +302,6 @@ def jsonl_log_callback(path: str | os.PathLike):
     return JsonlLogCallback(path)
 
 
-
-
 @dataclass
 class CommonArgs:
     """What every training script takes; a script redeclares a field only for a default or help of its own."""
