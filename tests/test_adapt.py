@@ -221,6 +221,15 @@ def test_documents_without_text_are_left_out_and_counted(capsys):
         usable_corpus(dict(list(corpus.items())[:19]) | {"e9": {"title": "", "text": ""}}, "c.jsonl")
 
 
+@pytest.mark.parametrize("teacher", ["hybrid", "complemnt"])
+def test_a_teacher_that_is_no_teacher_is_refused_before_any_work(args, tmp_path, teacher):
+    with pytest.raises(
+        CtxirError, match=rf"--teacher '{teacher}' is neither 'complement', a cross-encoder folder"
+    ):
+        run(args(teacher=teacher))
+    assert not (tmp_path / "adapted").exists()
+
+
 def test_output_holding_other_files_is_refused(args, tmp_path):
     (tmp_path / "adapted").mkdir()
     (tmp_path / "adapted" / "notes.txt").write_text("mine")

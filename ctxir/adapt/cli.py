@@ -9,6 +9,7 @@ import functools
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 
 from ctxir import kinds
 from ctxir.adapt.negatives import COMPLEMENT_TEACHER
@@ -142,6 +143,17 @@ def run(args: AdaptArgs) -> dict:
             )
     if args.max_minutes < 0:
         raise CtxirError(f"--max-minutes must be ≥ 0 (0 = no budget), got {args.max_minutes!r}")
+    teacher = args.teacher.strip()
+    if (
+        teacher
+        and teacher.lower() != COMPLEMENT_TEACHER
+        and "/" not in teacher
+        and not Path(teacher).exists()
+    ):
+        raise CtxirError(
+            f"--teacher {args.teacher!r} is neither {COMPLEMENT_TEACHER!r}, a cross-encoder folder nor a Hub id "
+            f"(owner/name): pass one of those, or '' for the shipped cross-encoder"
+        )
     wants_generated = "generated" in [k.strip() for k in args.query_kinds.split(",")]
     if wants_generated and not args.generator.strip():
         raise CtxirError(
