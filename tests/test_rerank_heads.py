@@ -17,7 +17,6 @@ from ctxir.encoders.reranker_heads import (
     segment_cosine_scores,
     segment_means,
     term_match_per_token,
-    weighted_segment_mean,
 )
 from ctxir.names import TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS
 from ctxir.types import CtxirError
@@ -120,36 +119,6 @@ def test_a_head_saved_before_term_match_loads_without_it(saved):
     models.load_cross_encoder.cache_clear()
     head = models.load_cross_encoder(str(folder), "cpu")[1]
     assert head.term_match is False and not hasattr(head, "term_linear")
-
-
-def test_importance_pooling_mixes_the_importance_weighted_query_into_its_mean(tiny_bert_dir):
-    """query = mean + m · (importance-weighted mean − mean): m = 0 scores as before, m = 1 is the weighted mean, with
-    importance softplus(v · t + c) computed here by hand."""
-    ce = _fresh(tiny_bert_dir, str(tiny_bert_dir))
-    ce[1].add_term_match()
-    with torch.no_grad():  # importance that differs by token: v along the first hidden axis
-        ce[1].term_weight.weight.zero_()
-        ce[1].term_weight.weight[0, 0] = 3.0
-    before = np.ravel(ce.predict(PAIRS))
-    ce[1].add_importance_pooling()
-    assert np.allclose(np.ravel(ce.predict(PAIRS)), before, atol=1e-6)  # m starts at 0
-    features = ce.tokenizer([p[0] for p in PAIRS], [p[1] for p in PAIRS], return_tensors="pt", padding=True)
-    with torch.no_grad():
-        ce[1].pool_mix.fill_(1.0)
-        tokens = ce[0](dict(features))["token_embeddings"]  # (pairs, tokens, hidden)
-        weights = torch.nn.functional.softplus(
-            3.0 * tokens[..., 0] + ce[1].term_weight.bias
-        )  # (pairs, tokens)
-        share = features["attention_mask"] * (1 - features["token_type_ids"]) * weights
-        query = (tokens * share.unsqueeze(-1)).sum(1) / share.sum(1, keepdim=True)  # (pairs, hidden)
-        assert torch.allclose(weighted_segment_mean(tokens, share / weights, weights), query, atol=1e-6)
-        _, document = segment_means(tokens, features["attention_mask"], features["token_type_ids"])
-        expected = segment_cosine_scores(query, document, ce[1].scale, ce[1].bias, ce[1].linear)
-        expected = expected + ce[1].term_match_scores(dict(features, token_embeddings=tokens)).sum(1)
-    pooled = np.ravel(ce.predict(PAIRS))
-    assert np.allclose(pooled, expected.numpy(), atol=1e-4) and not np.allclose(pooled, before, atol=1e-3)
-    with pytest.raises(ValueError, match=r"importance pooling reads the term-match term's importance"):
-        SegmentCosineHead(32, importance_pooling=True)
 
 
 def test_layer_of_names_encoder_layers_only():

@@ -18,7 +18,7 @@ NEGATIVE_STAGES = (kinds.BM25, kinds.HYBRID)  # --negative-stages: the app's fir
 LISTWISE = ("listnet",)  # one row = (query, [positive, negatives…], [1, 0, …])
 HEAD_PARAMETERS = r"(^|\.)1\.(scale|bias|linear\.)"  # the segment-cosine head's weights (module 1)
 # its --term-match read-outs and an importance-pooling head's mix (a bare parameter: no dot after its name)
-MATCH_PARAMETERS = r"(^|\.)1\.(term_weight\.|term_linear\.|pool_mix$)"
+MATCH_PARAMETERS = r"(^|\.)1\.(term_weight\.|term_linear\.)"
 
 
 @dataclass

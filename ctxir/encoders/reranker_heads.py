@@ -24,14 +24,6 @@ def segment_means(
     return a, b
 
 
-def weighted_segment_mean(
-    tokens: torch.Tensor, segment_mask: torch.Tensor, weights: torch.Tensor
-) -> torch.Tensor:
-    """(batch, hidden): the mean of a segment's token vectors, each counted by ``weights`` (batch, tokens)."""
-    share = segment_mask.to(tokens.dtype) * weights  # (batch, tokens)
-    return (tokens * share.unsqueeze(-1)).sum(1) / share.sum(1, keepdim=True).clamp(min=1e-6)
-
-
 def segment_cosine_scores(
     query: torch.Tensor,
     document: torch.Tensor,
@@ -99,16 +91,10 @@ class SegmentCosineHead(Module):
     """Reads a pair's ``token_embeddings``, writes ``scores`` (batch, 1): ``segment_cosine_scores`` of the
     segments' means, optionally + a learned term-match term."""
 
-    config_keys: ClassVar[list[str]] = ["hidden_size", "init_scale", "term_match", "importance_pooling"]
+    config_keys: ClassVar[list[str]] = ["hidden_size", "init_scale", "term_match"]
     config_file_name = "config.json"
 
-    def __init__(
-        self,
-        hidden_size: int,
-        init_scale: float = 20.0,
-        term_match: bool = False,
-        importance_pooling: bool = False,
-    ):
+    def __init__(self, hidden_size: int, init_scale: float = 20.0, term_match: bool = False):
         super().__init__()
         self.hidden_size, self.init_scale = int(hidden_size), float(init_scale)
         # scale 20 turns cosines (≈ 0.2–0.8 here) into logits a softmax over candidates can separate
@@ -121,9 +107,6 @@ class SegmentCosineHead(Module):
         self.term_match = False
         if term_match:
             self.add_term_match()
-        self.importance_pooling = False
-        if importance_pooling:
-            self.add_importance_pooling()
 
     def add_term_match(self) -> None:
         """Add the term-match term, zero-initialised: the scores stay the same until it trains."""
@@ -137,19 +120,6 @@ class SegmentCosineHead(Module):
         self.term_linear = torch.nn.Linear(1 + len(MATCH_KERNELS), 1, bias=False, device=self.scale.device)
         torch.nn.init.zeros_(self.term_linear.weight)
 
-    def add_importance_pooling(self) -> None:
-        """Pool the query as mean + m · (importance-weighted mean − mean), ``pool_mix`` m starting at 0: the
-        term-match term's importance tells a long query's terms from its function words."""
-        if self.importance_pooling:
-            return
-        if not self.term_match:
-            raise ValueError(
-                "SegmentCosineHead importance pooling reads the term-match term's importance: add the term first "
-                "(term_match=True, or --term-match in training)"
-            )
-        self.importance_pooling = True
-        self.pool_mix = torch.nn.Parameter(torch.zeros((), device=self.scale.device))
-
     def forward(self, features: dict, **kwargs) -> dict:
         if features.get("token_type_ids") is None:
             raise ValueError(
@@ -159,9 +129,6 @@ class SegmentCosineHead(Module):
         tokens, mask = features["token_embeddings"], features["attention_mask"]
         types = features["token_type_ids"]
         query, document = segment_means(tokens, mask, types)  # (batch, hidden) each
-        if self.importance_pooling:
-            weighted = weighted_segment_mean(tokens, mask * (1 - types), self.term_importance(tokens))
-            query = query + self.pool_mix * (weighted - query)
         scores = segment_cosine_scores(query, document, self.scale, self.bias, self.linear)  # (batch,)
         if self.term_match:
             if features.get("input_ids") is None:
