@@ -348,7 +348,7 @@ def test_adapt_trains_on_the_texts_after_the_models_prompts(st, tmp_path, monkey
     st.prompts = dict(prompts)
     rows = {"anchor": ["q"], "positive": ["p"], "negative": ["n"]}
     with pytest.raises(KeyboardInterrupt):
-        train_adapter(st, rows, "mnrl", TrainPlan(), tmp_path, None)
+        train_adapter(st, rows, TrainPlan(), tmp_path, None)
     expected = {"anchor": "query: ", "positive": "passage: ", "negative": "passage: "}
     assert seen["prompts"] == (expected if wanted else None)
 

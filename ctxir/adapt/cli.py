@@ -289,7 +289,7 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
     _say(
         f"5. Training a LoRA adapter (rank {args.lora_rank}) with margin-mse on {len(rows['anchor']):,} rows"
     )
-    trained = train_adapter(model, rows, "margin-mse", plan, folder.checkpoints, deadline)
+    trained = train_adapter(model, rows, plan, folder.checkpoints, deadline)
     timings["train"] = round(time.monotonic() - step, 1)
     if trained["stopped_by_budget"]:
         _say(

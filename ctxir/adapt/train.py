@@ -1,5 +1,5 @@
 """Training the bi-encoder's LoRA adapter with sentence-transformers' trainer: ``MarginMSELoss`` on a teacher's
-margins (GPL), else ``MultipleNegativesRankingLoss`` with the mined negatives; the time budget; saving."""
+margins (GPL); the time budget; saving."""
 
 from __future__ import annotations
 
@@ -130,17 +130,16 @@ class BudgetCallback(TrainerCallback):
         return control
 
 
-def train_adapter(model, rows: dict[str, list], loss_name: str, plan: TrainPlan, checkpoints: Path, deadline):
-    """Train ``model``'s adapter on ``rows``, resuming from ``checkpoints``; → what happened."""
+def train_adapter(model, rows: dict[str, list], plan: TrainPlan, checkpoints: Path, deadline):
+    """Train ``model``'s adapter on ``rows`` (MarginMSELoss on the teacher's margins), resuming from ``checkpoints``;
+    → what happened."""
     from datasets import Dataset
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
-    from sentence_transformers.base.sampler import BatchSamplers
-    from sentence_transformers.sentence_transformer.losses import MarginMSELoss, MultipleNegativesRankingLoss
+    from sentence_transformers.sentence_transformer.losses import MarginMSELoss
     from sentence_transformers.util import pairwise_cos_sim
     from transformers.trainer_utils import get_last_checkpoint
 
-    loss = MarginMSELoss(model, similarity_fct=pairwise_cos_sim) if loss_name == "margin-mse" else None
-    loss = loss or MultipleNegativesRankingLoss(model)
+    loss = MarginMSELoss(model, similarity_fct=pairwise_cos_sim)
     # the model's own prompts before the pseudo-queries and the documents, as retrieval encodes them afterwards
     own = model_prompts(model)
     columns = {"anchor": own["query"], "positive": own["document"], "negative": own["document"]}
@@ -158,7 +157,6 @@ def train_adapter(model, rows: dict[str, list], loss_name: str, plan: TrainPlan,
         report_to=[],
         seed=plan.seed,
         use_cpu=str(model.device) == "cpu",
-        batch_sampler=BatchSamplers.NO_DUPLICATES if loss_name == "mnrl" else BatchSamplers.BATCH_SAMPLER,
         disable_tqdm=not plan.show_progress,
         prompts={column: prompt for column, prompt in columns.items() if prompt} or None,
     )
