@@ -13,8 +13,9 @@ from plotly.subplots import make_subplots
 
 from ctxir.app.text import snippet
 from ctxir.evaluation.report_html import LOWERS_RGB, RAISES_RGB
+from ctxir.viz.attention import HEAD_STATS
+from ctxir.viz.embeddings import PROJECTIONS, new_figure, projection_title
 
-FONT = {"size": 13}
 COLORS = plotly.colors.qualitative.D3
 # attributions: red = raised the score, violet = lowered it (the HighlightedText and failure report colours)
 RAISES, LOWERS = (f"#{r:02x}{g:02x}{b:02x}" for r, g, b in (RAISES_RGB, LOWERS_RGB))
@@ -29,7 +30,7 @@ def _layout(fig: go.Figure, title: str, height: int, **extra) -> go.Figure:
         meta={"title": title},
         height=height,
         margin={"l": 10, "r": 10, "t": 48, "b": 10},
-        font=FONT,
+        font={"size": 13},
         template="plotly_white",
         hoverlabel={"font_size": 13},
         **extra,
@@ -189,17 +190,12 @@ def projection(
     highlight: Sequence[bool],
 ) -> go.Figure:
     """Grid of token scatter plots (rows = methods, columns = layers); hover shows the token and its sentence."""
-    methods = sorted({m for m, _ in points}, key=("pca", "tsne").index)
+    methods = sorted({m for m, _ in points}, key=PROJECTIONS.index)
     layers = sorted({layer for _, layer in points})
-    titles = [
-        f"{'PCA' if m == 'pca' else 't-SNE'} · layer {layer}{' (embeddings)' if layer == 0 else ''}"
-        for m in methods
-        for layer in layers
-    ]
     fig = make_subplots(
         rows=len(methods),
         cols=len(layers),
-        subplot_titles=titles,
+        subplot_titles=[projection_title(m, layer) for m in methods for layer in layers],
         horizontal_spacing=0.04,
         vertical_spacing=0.1,
     )
@@ -267,22 +263,13 @@ def head_grids(rows: list[dict]) -> go.Figure:
     """Layers × heads grids of the per-head summary; hover gives layer, head, value and the strongest link."""
     n_layers = max(r["layer"] for r in rows) + 1
     n_heads = max(r["head"] for r in rows) + 1
-    stats = [
-        ("entropy", "entropy (nats; low = focused)"),
-        ("to_cls", "share → [CLS]"),
-        ("to_sep", "share → [SEP]"),
-        ("to_self", "share → itself"),
-        ("to_previous", "share → previous token"),
-        ("to_next", "share → next token"),
-    ]
     cols = 2
-    n_rows = -(-len(stats) // cols)
+    n_rows = -(-len(HEAD_STATS) // cols)
     height = int(n_rows * (90 + 30 * n_layers) + 60)
-    # 80 px between rows of grids: the axis title under one and the subplot title over the next, no blank band
     fig = make_subplots(
         rows=n_rows,
         cols=cols,
-        subplot_titles=[t for _, t in stats],
+        subplot_titles=list(HEAD_STATS.values()),
         horizontal_spacing=0.08,
         vertical_spacing=min(0.3, 80 / height),
     )
@@ -297,7 +284,7 @@ def head_grids(rows: list[dict]) -> go.Figure:
             for layer in range(n_layers)
         ]
     )
-    for i, (key, title) in enumerate(stats):
+    for i, (key, title) in enumerate(HEAD_STATS.items()):
         grid = np.array([[cell[(layer, h)][key] for h in range(n_heads)] for layer in range(n_layers)])
         r, c = divmod(i, cols)
         fig.add_trace(
@@ -320,7 +307,6 @@ def head_grids(rows: list[dict]) -> go.Figure:
     fig.update_xaxes(title_text="head", dtick=1, title_standoff=2)
     fig.update_yaxes(title_text="layer", dtick=1, autorange="reversed", title_standoff=2)
     fig.update_annotations(font_size=13)
-    # Blues: dark = a large share; Magma (entropy): dark = low entropy, a head that looks at few tokens
     return _layout(
         fig,
         "where each head looks, mean over tokens (shares: darker = larger; entropy: darker = lower, "
@@ -395,8 +381,6 @@ def attribution_cmap():
 
 def token_bars_png(tokens: Sequence[str], values: Sequence[float], title: str, split: int | None = None):
     """The matplotlib twin of ``token_bars`` for the PNG export."""
-    from ctxir.viz.embeddings import new_figure
-
     values = np.asarray(values, dtype=np.float64)
     fig = new_figure((min(4 + 0.28 * len(tokens), 28), 3.8))
     ax = fig.subplots()

@@ -1,7 +1,6 @@
 """Attention figures from ``Internals`` (never a model): bertviz's views drawing offline, a heatmap, a head summary.
 
-bertviz 1.4.1's HTML loads require.js, d3 v5 and jQuery from cdnjs: here d3 comes from ``mpld3`` and jQuery from
-``xstatic-jquery``, inlined with a small ``require`` shim; ``check_attention_size`` keeps a view small enough to send."""
+bertviz loads d3 and jQuery from cdnjs: here they come from ``mpld3`` and ``xstatic-jquery``, inlined."""
 
 from __future__ import annotations
 
@@ -84,25 +83,19 @@ def _inline_script(source: str) -> str:
     return "<script>\n" + source.replace("</script", "<\\/script") + "\n</script>\n"
 
 
-def _drop_params_comment(body: str) -> str:
-    """bertviz also writes its params into a trailing template-marker comment, doubling the page: drop it."""
-    marker = "// HACK: "
-    start = body.find(marker)
-    end = body.find(" is a template marker", start)
-    if start < 0 or end < 0:
-        return body
-    return (
-        body[:start]
-        + "// (the params above were also written here by bertviz; removed)"
-        + body[body.find("\n", end) :]
-    )
-
-
 def offline_document(bertviz_html: str, title: str = "ctxir attention view", auto_height: bool = True) -> str:
     """bertviz's returned HTML → a standalone page that draws without any network access."""
     body = _CDN_SCRIPT.sub("", bertviz_html)
     body = _REQUIRE_CONFIG.sub("", body)
-    body = _drop_params_comment(body)
+    # bertviz also writes its params into a trailing template-marker comment, doubling the page: drop it
+    start = body.find("// HACK: ")
+    end = body.find(" is a template marker", start)
+    if start >= 0 and end >= 0:
+        body = (
+            body[:start]
+            + "// (the params above were also written here by bertviz; removed)"
+            + body[body.find("\n", end) :]
+        )
     # tokens are user text inside the script's JSON: a token "</script>" must not end the element
     start = body.rfind("<script")
     start = body.index(">", start) + 1 if start >= 0 else -1
@@ -138,8 +131,7 @@ def script_files() -> dict[str, str]:
 
 
 def with_script_urls(document: str, url: Callable[[str], str]) -> str:
-    """``document`` (``offline_document``'s) loading jQuery and d3 from ``url(name)`` instead of inlining them, so a
-    page showing view after view fetches them once."""
+    """``offline_document``'s page loading jQuery and d3 from ``url(name)``: a page of many views fetches them once."""
     for name, source in script_files().items():
         inlined = _inline_script(source)
         if inlined not in document:
@@ -235,7 +227,7 @@ def bertviz_document(
     return offline_document(html, title=f"ctxir attention {view} view")
 
 
-def attention_heatmap(internals: Internals, layer: int, head: int, decimals: int = 3):
+def attention_heatmap(internals: Internals, layer: int, head: int):
     """(tokens × tokens) weights of one head as a matplotlib figure; rows attend to columns."""
     n_layers, n_heads, _, _ = internals.attentions.shape
     select_indices([layer], n_layers, "layer")
@@ -280,8 +272,7 @@ def attention_weights_figure(
 
 
 def head_summary(internals: Internals, decimals: int = 3) -> list[dict]:
-    """One row per (layer, head): where the head looks, averaged over query tokens: entropy (nats), shares of
-    attention to [CLS], separators, itself, the previous and the next token, and its strongest weight."""
+    """Per (layer, head), mean over query tokens: entropy (nats), shares to [CLS]/[SEP]/self/neighbours, top weight."""
     attn = internals.attentions  # (layers, heads, tokens, tokens)
     n_layers, n_heads, n_tokens, _ = attn.shape
     tokens = internals.tokens
@@ -312,20 +303,23 @@ def head_summary(internals: Internals, decimals: int = 3) -> list[dict]:
     return rows
 
 
+HEAD_STATS = {  # head_summary's columns the figures draw, with their titles
+    "entropy": "entropy (nats; low = focused)",
+    "to_cls": "share → [CLS]",
+    "to_sep": "share → [SEP]",
+    "to_self": "share → itself",
+    "to_previous": "share → previous token",
+    "to_next": "share → next token",
+}
+
+
 def head_summary_figure(rows: list[dict]):
-    """Layers × heads grids of the summary's entropy and [CLS]/[SEP]/self/previous shares."""
+    """Layers × heads grids of the summary's entropy and shares (``HEAD_STATS``)."""
     n_layers = max(r["layer"] for r in rows) + 1
     n_heads = max(r["head"] for r in rows) + 1
-    stats = [
-        ("entropy", "entropy (nats)"),
-        ("to_cls", "→ [CLS]"),
-        ("to_sep", "→ [SEP]"),
-        ("to_self", "→ itself"),
-        ("to_previous", "→ previous token"),
-    ]
-    fig = new_figure((3.2 * len(stats), 0.45 * n_layers + 1.8))
-    axes = fig.subplots(1, len(stats))
-    for ax, (key, title) in zip(axes, stats, strict=True):
+    fig = new_figure((3.2 * len(HEAD_STATS), 0.45 * n_layers + 1.8))
+    axes = fig.subplots(1, len(HEAD_STATS))
+    for ax, (key, title) in zip(axes, HEAD_STATS.items(), strict=True):
         grid = np.zeros((n_layers, n_heads))
         for r in rows:
             grid[r["layer"], r["head"]] = r[key]

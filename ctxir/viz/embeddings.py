@@ -51,6 +51,10 @@ def project(vectors: np.ndarray, method: str = "pca", seed: int = 0) -> np.ndarr
     return tsne.fit_transform(vectors).astype(np.float64)
 
 
+def projection_title(method: str, layer: int) -> str:
+    return f"{'PCA' if method == 'pca' else 't-SNE'} · layer {layer}{' (embeddings)' if layer == 0 else ''}"
+
+
 def projection_figure(
     points: dict[tuple[str, int], np.ndarray],
     labels: Sequence[str],
@@ -87,10 +91,7 @@ def projection_figure(
                 ax.scatter(
                     xy[marked, 0], xy[marked, 1], s=140, facecolors="none", edgecolors="black", linewidths=1.5
                 )
-            ax.set_title(
-                f"{'PCA' if method == 'pca' else 't-SNE'} · layer {layer}"
-                + (" (embeddings)" if layer == 0 else "")
-            )
+            ax.set_title(projection_title(method, layer))
             ax.set_xticks([])
             ax.set_yticks([])
     axes[0][0].legend(fontsize=7, loc="best")
