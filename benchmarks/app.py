@@ -97,16 +97,20 @@ def app_calls(corpus: str) -> dict[str, tuple[str, Callable[[int], tuple]]]:
     }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def answers(url: str, timeout: float = 10) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status == 200
+    except OSError:
+        return False
 
 
 def start_app(env: dict, timeout_s: float = 600.0, flags: list[str] = (), log=subprocess.DEVNULL) -> tuple:
     """(process, url, seconds until the page answered HTTP 200) for ``python app.py FLAGS`` on a free loopback
     port, its output into ``log``."""
-    port = free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     root = Path(__file__).resolve().parents[1]
     started = time.perf_counter()
     process = subprocess.Popen(
@@ -121,12 +125,9 @@ def start_app(env: dict, timeout_s: float = 600.0, flags: list[str] = (), log=su
         while time.perf_counter() - started < timeout_s:
             if process.poll() is not None:
                 raise CtxirError(f"app.py exited with code {process.returncode} while starting")
-            try:
-                with urllib.request.urlopen(url, timeout=2) as response:
-                    if response.status == 200:
-                        return process, url, time.perf_counter() - started
-            except OSError:
-                time.sleep(0.2)
+            if answers(url, timeout=2):
+                return process, url, time.perf_counter() - started
+            time.sleep(0.2)
         raise CtxirError(f"app.py did not answer within {timeout_s} s")
     except BaseException:
         stop_app(process)

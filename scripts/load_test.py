@@ -17,7 +17,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -26,7 +25,7 @@ import psutil
 if __package__ in (None, ""):  # run as a file: python scripts/load_test.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.app import start_app, stop_app
+from benchmarks.app import answers, start_app, stop_app
 from ctxir import kinds
 from ctxir.cli import flag
 from ctxir.files import write_json
@@ -74,14 +73,6 @@ def rss_mb(pid: int) -> float | None:
         with contextlib.suppress(psutil.Error):
             total += child.memory_info().rss
     return total / 2**20
-
-
-def answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 def searches(url: str) -> bool:
