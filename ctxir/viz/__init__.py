@@ -23,6 +23,7 @@ from ctxir.viz.differences import (  # noqa: F401 -- public API
 )
 from ctxir.viz.embeddings import (  # noqa: F401 -- public API
     MatrixStyle,
+    attribution_cmap,
     consecutive_layer_similarity,
     cosine_matrix,
     curves_figure,
@@ -32,4 +33,5 @@ from ctxir.viz.embeddings import (  # noqa: F401 -- public API
     projection_figure,
     save_png,
     scores_figure,
+    token_bars_figure,
 )
