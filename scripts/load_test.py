@@ -148,25 +148,23 @@ def percentile(values: list[float], q: float) -> float | None:
     return round(values[min(len(values) - 1, int(q * len(values)))], 3)
 
 
+def outcomes(records: list[dict]) -> dict[str, int]:
+    return {o: sum(r["outcome"] == o for r in records) for o in ("ok", "refused", "error", "hung")}
+
+
 def summarise(records: list[dict], rss: list[float]) -> dict:
-    outcomes = {o: sum(r["outcome"] == o for r in records) for o in ("ok", "refused", "error", "hung")}
     per_api = {}
     for api in sorted({r["api"] for r in records}):
-        ok = [r["seconds"] for r in records if r["api"] == api and r["outcome"] == "ok"]
         mine = [r for r in records if r["api"] == api]
-        per_api[api] = {
-            "requests": len(mine),
-            "ok": len(ok),
-            **{o: sum(r["outcome"] == o for r in mine) for o in ("refused", "error", "hung")},
-            "p50_s": percentile(ok, 0.5),
-            "p95_s": percentile(ok, 0.95),
-        }
+        ok = [r["seconds"] for r in mine if r["outcome"] == "ok"]
+        p50, p95 = percentile(ok, 0.5), percentile(ok, 0.95)
+        per_api[api] = {"requests": len(mine), **outcomes(mine), "p50_s": p50, "p95_s": p95}
     messages = sorted(
         {r["message"] for r in records if r["outcome"] in ("refused", "error") and r["message"]}
     )
     return {
         "requests": len(records),
-        **outcomes,
+        **outcomes(records),
         "per_api": per_api,
         "messages": messages[:10],
         "rss_mb": {"start": round(rss[0], 1), "end": round(rss[-1], 1), "peak": round(max(rss), 1)},

@@ -25,7 +25,7 @@ if __package__ in (None, ""):  # run as a file: python scripts/soak.py
 
 from ctxir.cli import flag
 from ctxir.files import write_json
-from scripts.load_test import answers, percentile, record, rss_mb, serving, visitor, warm_cache
+from scripts.load_test import answers, outcomes, percentile, record, rss_mb, serving, visitor, warm_cache
 
 ROOT = Path(__file__).resolve().parents[1]
 WINDOWS = 6  # 5-minute windows of the 30-minute soak
@@ -194,7 +194,7 @@ def analyse(samples: list[dict], requests: list[dict], seconds: float, cap_bytes
     # the app keeps the file just written even when it alone passes the cap
     over_cap = [s for s in samples if s["output_bytes"] > cap_bytes + s["largest_file"]]
     loads = [s["load_1min"] for s in samples if s.get("load_1min") is not None]
-    outcomes = {o: sum(r["outcome"] == o for r in requests) for o in ("ok", "refused", "error", "hung")}
+    counts = outcomes(requests)
     figures = {
         "windows_s": [[round(a, 1), round(b, 1)] for a, b in bounds],
         "rss_mb": {
@@ -237,7 +237,7 @@ def analyse(samples: list[dict], requests: list[dict], seconds: float, cap_bytes
                 "last_latency_window": mean_of(latency_last, "others_cores"),
             },
         },
-        "requests": {"total": len(requests), **outcomes},
+        "requests": {"total": len(requests), **counts},
         "per_api": {},
     }
     for api in sorted({r["api"] for r in requests}):
@@ -250,7 +250,7 @@ def analyse(samples: list[dict], requests: list[dict], seconds: float, cap_bytes
         "output_folder_under_cap": not over_cap,
         # fails only on evidence: the lower bound of the ratio above the limit (or too few searches to tell)
         "search_p50_last_vs_first": enough and bounds_p50["lower"] <= args.max_p50_ratio,
-        "no_error_or_hang": outcomes["error"] == 0 and outcomes["hung"] == 0,
+        "no_error_or_hang": counts["error"] == 0 and counts["hung"] == 0,
     }
     return {"figures": figures, "checks": checks}
 
