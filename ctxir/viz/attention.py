@@ -290,16 +290,10 @@ def head_summary(internals: Internals, decimals: int = 3) -> list[dict]:
     for layer in range(n_layers):
         for head in range(n_heads):
             i, j = divmod(int(np.argmax(attn[layer, head])), n_tokens)
-            row = {"layer": layer, "head": head}
-            row.update({key: round(float(share[layer, head]), decimals) for key, share in shares.items()})
-            rows.append(
-                {
-                    **row,
-                    "max_weight": round(float(attn[layer, head, i, j]), decimals),
-                    "max_from": tokens[i],
-                    "max_to": tokens[j],
-                }
-            )
+            stats = {key: round(float(share[layer, head]), decimals) for key, share in shares.items()}
+            top = round(float(attn[layer, head, i, j]), decimals)
+            link = {"max_weight": top, "max_from": tokens[i], "max_to": tokens[j]}
+            rows.append({"layer": layer, "head": head, **stats, **link})
     return rows
 
 
