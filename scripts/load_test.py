@@ -45,7 +45,6 @@ MIX = [
     ("/explain", ("river bank", "Otters dig dens in the river bank.", kinds.BI_ENCODER), 1),
     ("/token_embeddings", (kinds.BI_ENCODER, SENTENCES, "bank", 0, 6, ["pca"]), 1),
 ]
-BUSY_WORDS = ("queue is full", "too many", "busy", "try again")
 
 
 @dataclass
@@ -93,7 +92,8 @@ def searches(url: str) -> bool:
 
 def classify(err: BaseException) -> str:
     text = str(err).lower()
-    return "refused" if any(word in text for word in BUSY_WORDS) else "error"
+    busy = ("queue is full", "too many", "busy", "try again")
+    return "refused" if any(word in text for word in busy) else "error"
 
 
 def request(client, api: str, call: tuple, timeout_s: float) -> tuple[str, str]:

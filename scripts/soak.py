@@ -27,7 +27,6 @@ from ctxir.cli import flag
 from ctxir.files import write_json
 from scripts.load_test import answers, outcomes, percentile, record, rss_mb, serving, visitor, warm_cache
 
-ROOT = Path(__file__).resolve().parents[1]
 WINDOWS = 6  # 5-minute windows of the 30-minute soak
 
 
