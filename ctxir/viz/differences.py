@@ -24,8 +24,6 @@ from ctxir.types import CtxirError
 from ctxir.viz.embeddings import new_figure, save_png
 
 PLOT_FORMATS = {".png": "a picture, by matplotlib", ".html": "an interactive page, by plotly"}
-WIN, LOSS, TIE = "#2ca02c", "#d62728", "#9e9e9e"
-MAX_LABELLED = 40  # queries up to which each bar is labelled with its query id
 
 
 def format_p(p: float) -> str:
@@ -129,7 +127,7 @@ def comparison_differences(comparison: Mapping) -> list[QueryDifferences]:
 
 
 def _colours(deltas: np.ndarray) -> list[str]:
-    return [WIN if d > 0 else LOSS if d < 0 else TIE for d in deltas]
+    return ["#2ca02c" if d > 0 else "#d62728" if d < 0 else "#9e9e9e" for d in deltas]  # win, loss, tie
 
 
 def differences_figure(differences: Sequence[QueryDifferences]):
@@ -141,7 +139,7 @@ def differences_figure(differences: Sequence[QueryDifferences]):
         positions = np.arange(len(diff.qids))
         ax.bar(positions, diff.deltas, width=0.85, color=_colours(diff.deltas))
         ax.axhline(0, color="black", lw=0.8)
-        if len(diff.qids) <= MAX_LABELLED:
+        if len(diff.qids) <= 40:  # each bar labelled with its query id
             ax.set_xticks(positions, [q[:16] for q in diff.qids], rotation=60, ha="right", fontsize=7)
         else:
             ax.set_xticks([])
