@@ -52,6 +52,16 @@ def fingerprint(label: str, result) -> dict:
     return {"ids": ranks, "scores": scores}
 
 
+def time_device(device: str, args: ViewsArgs) -> dict:
+    """Load the app's models on ``device`` as app.py does, then time every view."""
+    from ctxir.app.config import AppConfig
+    from ctxir.app.state import AppState
+
+    started = time.perf_counter()
+    state = AppState.load(AppConfig(device=device, rerank_backend=args.rerank_backend))
+    return time_views(state, device, args) | {"load_s": round(time.perf_counter() - started, 2)}
+
+
 def time_views(state, device: str, args: ViewsArgs) -> dict:
     """Every view of ``state`` (p50/p95 over the repeats) and what it returned that must not depend on the device."""
     import torch
@@ -108,11 +118,7 @@ def agreement(runs: list[dict], tolerance: float) -> dict:
 def run_views(args: ViewsArgs, argv: list[str] | None = None) -> dict:
     import torch
 
-    from ctxir.app.config import AppConfig
-    from ctxir.app.state import AppState
-    from ctxir.checks import check_choice
     from ctxir.encoders.models import pick_device
-    from ctxir.rerank.rankers import RERANK_BACKENDS
 
     devices = [d.strip() for d in args.devices.split(",") if d.strip()]
     if not devices:
@@ -121,15 +127,14 @@ def run_views(args: ViewsArgs, argv: list[str] | None = None) -> dict:
         pick_device(device)
     if args.repeats < 1 or args.explain_repeats < 1 or args.warmup < 0:
         raise CtxirError("--repeats and --explain-repeats must be ≥ 1, --warmup ≥ 0")
+    from ctxir.checks import check_choice
+    from ctxir.rerank.rankers import RERANK_BACKENDS
+
     check_choice(args.rerank_backend, "--rerank-backend", RERANK_BACKENDS)  # as app.py checks it
     load_before, started = load_average(), time.perf_counter()
     threads = set_torch_threads(args.threads)
 
-    runs = []
-    for device in devices:  # each loads the app's models afresh, as app.py does
-        begin = time.perf_counter()
-        state = AppState.load(AppConfig(device=device, rerank_backend=args.rerank_backend))
-        runs.append(time_views(state, device, args) | {"load_s": round(time.perf_counter() - begin, 2)})
+    runs = [time_device(device, args) for device in devices]  # each loads the app's models afresh
     results = {"runs": runs, "agreement": agreement(runs, args.score_tolerance) if len(runs) > 1 else {}}
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     data = {
