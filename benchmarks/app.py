@@ -62,9 +62,7 @@ def app_calls(corpus: str) -> dict[str, tuple[str, Callable[[int], tuple]]]:
     """label → (api_name, call number → arguments): the app's endpoints with a typical input each."""
     from ctxir.data.demo import demo_presets
 
-    presets = demo_presets()
-    pair_docs = "\n".join(presets["pair_documents"])  # the Pair scoring tab's example: 5 documents
-    bank = "\n".join(presets["bank_contexts"])
+    pair_docs = "\n".join(demo_presets()["pair_documents"])  # the Pair scoring tab's example: 5 documents
     document = "Otters dig dens in the river bank."
     sentences = (
         "The otter swam to the river bank.\nShe paid the money into the bank.\nBats sleep in caves by day."
@@ -87,11 +85,6 @@ def app_calls(corpus: str) -> dict[str, tuple[str, Callable[[int], tuple]]]:
         "score_pairs (5 documents)": ("/score_pairs", lambda i: (query(i), pair_docs)),
         "sentence_similarity (3 sentences)": ("/sentence_similarity", lambda i: (sentences, 6, "mean")),
         "model_info": ("/model_info", lambda i: ("bi-encoder", query(i))),
-        "token_embeddings (pca)": (
-            "/token_embeddings",
-            lambda i: ("bi-encoder", bank, "bank", 0, -1, ["pca"]),
-        ),
-        "layer_similarity": ("/layer_similarity", lambda i: ("bi-encoder", bank, "bank")),
         "attention (2 layers × 2 heads)": ("/attention", attention),
         "explain (bi-encoder + cross-encoder)": ("/explain", lambda i: (query(i), document, "auto")),
     }
@@ -267,22 +260,18 @@ class InProcess:
 def view_functions(state) -> dict[str, Callable]:
     """API name → the view function its callback runs, taking the endpoint's inputs in their order."""
     from ctxir.app.attention_tab import attention
-    from ctxir.app.embeddings_tab import model_info, token_embeddings
+    from ctxir.app.embeddings_tab import model_info
     from ctxir.app.explain_tab import explain_pair
     from ctxir.app.pairs_tab import score_pairs
     from ctxir.app.search import search
-    from ctxir.app.similarity import layer_similarity, sentence_similarity
+    from ctxir.app.similarity import sentence_similarity
 
     views = {"/search": search, "/score_pairs": score_pairs, "/sentence_similarity": sentence_similarity}
     views |= {"/model_info": model_info, "/explain": explain_pair}
     return {api: functools.partial(view, state) for api, view in views.items()} | {
         "/attention": lambda model, text, pair, view, layers, heads, layer, head: attention(
             state, text, pair, view, layers, heads, layer, head, model
-        ),
-        "/token_embeddings": lambda model, sentences, word, layer_a, layer_b, methods: token_embeddings(
-            state, sentences, layer_a, layer_b, methods, word, model
-        ),
-        "/layer_similarity": lambda model, sentences, word: layer_similarity(state, sentences, word, model),
+        )
     }
 
 

@@ -3,14 +3,13 @@ every device returns the same results (the same documents in the same order, sco
 
 from __future__ import annotations
 
-import functools
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from benchmarks.app import APP_QUERIES, app_calls, view_functions
 from benchmarks.common import (
     cell,
     finish,
@@ -23,6 +22,8 @@ from benchmarks.common import (
 from ctxir import CtxirError
 from ctxir.cli import flag
 
+SEARCH_QUERY = "where do otters live along the river bank"
+
 
 @dataclass
 class ViewsArgs:
@@ -34,6 +35,45 @@ class ViewsArgs:
     threads: int = flag(0, "torch threads (0 = all cores)")
     rerank_backend: str = flag("onnx-int8", "how the cross-encoders score on the CPU (as app.py's)")
     score_tolerance: float = flag(0.02, "largest score difference between two devices counted as the same")
+
+
+def view_calls(state) -> dict[str, Callable]:
+    """Label → a call of one view with the app's own examples (what a first visitor clicks)."""
+    from ctxir.app.attention_tab import attention
+    from ctxir.app.embeddings_tab import model_info, token_embeddings
+    from ctxir.app.explain_tab import explain_pair
+    from ctxir.app.pairs_tab import score_pairs
+    from ctxir.app.search import search
+    from ctxir.app.similarity import layer_similarity, sentence_similarity
+    from ctxir.data.demo import demo_presets
+
+    presets = demo_presets()
+    pair_query, documents = presets["pair_query"], presets["pair_documents"]
+    calls: dict[str, Callable] = {}
+    for first_stage in ("bm25", "dense", "hybrid"):
+        calls[f"search {first_stage}"] = lambda s=first_stage: search(
+            state, SEARCH_QUERY, first_stage=s, k=10
+        )
+        if "cross-encoder" in state.models.rerankers:
+            calls[f"search {first_stage} + cross-encoder top 20"] = lambda s=first_stage: search(
+                state, SEARCH_QUERY, first_stage=s, reranker="cross-encoder", k=10, depth=20
+            )
+    calls |= {
+        "score_pairs (5 documents)": lambda: score_pairs(state, pair_query, documents),
+        "model_info": lambda: model_info(state, "bi-encoder", presets["bank_contexts"][0]),
+        "token_embeddings (pca)": lambda: token_embeddings(
+            state, presets["bank_contexts"], 0, -1, ["pca"], "bank"
+        ),
+        "layer_similarity": lambda: layer_similarity(state, presets["bank_contexts"], "bank"),
+        "sentence_similarity": lambda: sentence_similarity(state, presets["similarity_sentences"]),
+        "attention (cross-encoder pair)": lambda: attention(
+            state, pair_query, documents[0], model="cross-encoder"
+        ),
+        "explain_pair (cross-encoder)": lambda: explain_pair(
+            state, pair_query, documents[0], "cross-encoder"
+        ),
+    }
+    return calls
 
 
 def fingerprint(label: str, result) -> dict:
@@ -67,11 +107,7 @@ def time_views(state, device: str, args: ViewsArgs) -> dict:
     import torch
 
     out: dict = {"device": device, "views": {}}
-    views = view_functions(state)
-    for label, (api_name, make) in app_calls(
-        None
-    ).items():  # the benchmarks.app calls, the first query each time
-        call = functools.partial(views[api_name], *make(0))
+    for label, call in view_calls(state).items():
         repeats = args.explain_repeats if label.startswith("explain") else args.repeats
         try:
             for _ in range(args.warmup):
@@ -138,7 +174,7 @@ def run_views(args: ViewsArgs, argv: list[str] | None = None) -> dict:
     results = {"runs": runs, "agreement": agreement(runs, args.score_tolerance) if len(runs) > 1 else {}}
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     data = {
-        "search_query": APP_QUERIES[0],
+        "search_query": SEARCH_QUERY,
         "threads": threads,
         "gpu": gpu,
         "rerank_backend": args.rerank_backend,
