@@ -20,7 +20,6 @@ from ctxir.app.search_tab import compare_pooling, result_cards
 from ctxir.app.text import plural
 from ctxir.evaluation.report_html import ATTRIBUTION_LEGEND, LOWERS_RGB, RAISES_RGB, render_report
 from ctxir.types import CtxirError
-from ctxir.viz import attribution_cmap, token_bars_figure
 
 
 def _rgb(colour: str) -> tuple[int, int, int]:
@@ -57,12 +56,12 @@ def test_figures_and_the_report_colour_attributions_alike():
         np.array([[-1.0, 1.0]]), ["q"], ["a", "b"], "t", figures.HeatmapStyle(diverging=True)
     ).data[0]
     assert _rgb(heat.colorscale[0][1]) == LOWERS_RGB and _rgb(heat.colorscale[-1][1]) == RAISES_RGB
-    cmap = attribution_cmap()  # the PNG exports
+    cmap = figures.attribution_cmap()  # the PNG exports
     assert tuple(round(255 * c) for c in cmap(0.0)[:3]) == LOWERS_RGB
     assert tuple(round(255 * c) for c in cmap(1.0)[:3]) == RAISES_RGB
     bar_colours = [
         tuple(round(255 * c) for c in patch.get_facecolor()[:3])
-        for patch in token_bars_figure(["good", "bad"], [0.5, -0.5], "t").axes[0].patches
+        for patch in figures.token_bars_png(["good", "bad"], [0.5, -0.5], "t").axes[0].patches
     ]
     assert bar_colours == [RAISES_RGB, LOWERS_RGB]
     assert ATTRIBUTION_LEGEND == "red = raised the score, violet = lowered it"

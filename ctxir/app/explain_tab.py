@@ -23,7 +23,6 @@ from ctxir.evaluation.report_html import ATTRIBUTION_LEGEND
 from ctxir.explain.pair import explain
 from ctxir.rerank.registry import CROSS_ENCODER, RERANKERS
 from ctxir.types import CtxirError, doc_text
-from ctxir.viz import attribution_cmap, token_bars_figure
 
 
 def explain_models() -> tuple[str, ...]:
@@ -201,7 +200,7 @@ def _bi_encoder_view(bi: dict) -> _PairView:
         MatrixStyle(
             vmin=-bound,
             vmax=bound,
-            cmap=attribution_cmap(),
+            cmap=figures.attribution_cmap(),
             annotate=False,
             xlabel="document token",
             ylabel="query token",
@@ -223,7 +222,7 @@ def _add_reranker(view: _PairView, reranker: dict) -> None:
         f"; {ATTRIBUTION_LEGEND})"
     )
     view.plots["reranker"] = figures.token_bars(tokens, values, title, split=split)
-    view.pngs["reranker"] = token_bars_figure(tokens, values, title, split=split)
+    view.pngs["reranker"] = figures.token_bars_png(tokens, values, title, split=split)
     view.highlights["reranker"] = highlight(tokens, values)
     error = reranker["completeness_error"]
     view.lines.append(

@@ -14,7 +14,8 @@ from plotly.subplots import make_subplots
 from ctxir.app.text import snippet
 from ctxir.evaluation.report_html import LOWERS_RGB, RAISES_RGB
 from ctxir.viz.attention import HEAD_STATS
-from ctxir.viz.embeddings import PROJECTIONS, projection_title
+from ctxir.viz.embeddings import PROJECTIONS, attribution_cmap, projection_title  # noqa: F401 -- PNG twins
+from ctxir.viz.embeddings import token_bars_figure as token_bars_png  # noqa: F401
 
 COLORS = plotly.colors.qualitative.D3
 # attributions: red = raised the score, violet = lowered it (the HighlightedText and failure report colours)
