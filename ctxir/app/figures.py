@@ -14,8 +14,7 @@ from plotly.subplots import make_subplots
 from ctxir.app.text import snippet
 from ctxir.evaluation.report_html import LOWERS_RGB, RAISES_RGB
 from ctxir.viz.attention import HEAD_STATS
-from ctxir.viz.embeddings import PROJECTIONS, attribution_cmap, projection_title  # noqa: F401 -- PNG twins
-from ctxir.viz.embeddings import token_bars_figure as token_bars_png  # noqa: F401
+from ctxir.viz.embeddings import PROJECTIONS, new_figure, projection_title
 
 COLORS = plotly.colors.qualitative.D3
 # attributions: red = raised the score, violet = lowered it (the HighlightedText and failure report colours)
@@ -371,6 +370,32 @@ def html_document(figures: Sequence[go.Figure], title: str, plotly_js: str | Non
         f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title></head>'
         f'<body style="font-family:sans-serif"><h3>{html.escape(title)}</h3>{"".join(parts)}</body></html>'
     )
+
+
+def attribution_cmap():
+    """The matplotlib twin of ``DIVERGING`` (violet → white → red) for the PNG exports."""
+    from matplotlib.colors import LinearSegmentedColormap
+
+    return LinearSegmentedColormap.from_list("ctxir-attribution", [LOWERS, "#f7f7f7", RAISES])
+
+
+def token_bars_png(tokens: Sequence[str], values: Sequence[float], title: str, split: int | None = None):
+    """The matplotlib twin of ``token_bars`` for the PNG export."""
+    values = np.asarray(values, dtype=np.float64)
+    fig = new_figure((min(4 + 0.28 * len(tokens), 28), 3.8))
+    ax = fig.subplots()
+    ax.bar(range(len(values)), values, color=[RAISES if v > 0 else LOWERS for v in values])
+    step = max(1, -(-len(tokens) // 100))
+    ax.set_xticks(
+        range(0, len(tokens), step), [tokens[i] for i in range(0, len(tokens), step)], rotation=90, fontsize=8
+    )
+    ax.axhline(0, color="gray", lw=0.8)
+    if split is not None:
+        ax.axvline(split - 0.5, color="gray", ls=":")
+    ax.set_ylabel("attribution")
+    ax.set_title(title)
+    fig.set_layout_engine("tight")
+    return fig
 
 
 def class_scores(

@@ -23,7 +23,6 @@ from ctxir.viz.differences import (  # noqa: F401 -- public API
 )
 from ctxir.viz.embeddings import (  # noqa: F401 -- public API
     MatrixStyle,
-    attribution_cmap,
     consecutive_layer_similarity,
     cosine_matrix,
     curves_figure,
@@ -33,5 +32,4 @@ from ctxir.viz.embeddings import (  # noqa: F401 -- public API
     projection_figure,
     save_png,
     scores_figure,
-    token_bars_figure,
 )

@@ -198,36 +198,6 @@ def scores_figure(documents: Sequence[str], columns: dict[str, Sequence[float | 
     return fig
 
 
-def attribution_cmap():
-    """Violet (lowered the score) → white → red (raised it): the report's and the app's attribution colours."""
-    from matplotlib.colors import LinearSegmentedColormap
-
-    from ctxir.evaluation.report_html import LOWERS_RGB, RAISES_RGB
-
-    ends = [tuple(c / 255 for c in LOWERS_RGB), "#f7f7f7", tuple(c / 255 for c in RAISES_RGB)]
-    return LinearSegmentedColormap.from_list("ctxir-attribution", ends)
-
-
-def token_bars_figure(tokens: Sequence[str], values: Sequence[float], title: str, split: int | None = None):
-    """One bar per token's attribution (red raised the score, violet lowered it); ``split``: the document's start."""
-    values = np.asarray(values, dtype=np.float64)
-    cmap = attribution_cmap()
-    fig = new_figure((min(4 + 0.28 * len(tokens), 28), 3.8))
-    ax = fig.subplots()
-    ax.bar(range(len(values)), values, color=[cmap(1.0) if v > 0 else cmap(0.0) for v in values])
-    step = max(1, -(-len(tokens) // 100))
-    ax.set_xticks(
-        range(0, len(tokens), step), [tokens[i] for i in range(0, len(tokens), step)], rotation=90, fontsize=8
-    )
-    ax.axhline(0, color="gray", lw=0.8)
-    if split is not None:
-        ax.axvline(split - 0.5, color="gray", ls=":")
-    ax.set_ylabel("attribution")
-    ax.set_title(title)
-    fig.set_layout_engine("tight")
-    return fig
-
-
 def save_png(fig, path) -> str:
     """Write ``fig`` as PNG, drawn on ctxir's one drawing thread."""
     # a figure with a layout engine is fitted while drawn; "tight" would draw it twice
