@@ -20,9 +20,9 @@ from ctxir.data.labelled import Label, load_labelled, load_labels
 from ctxir.encoders.bi_encoder import BiEncoder
 from ctxir.files import write_atomic
 from ctxir.types import CtxirError
+from ctxir.viz.embeddings import PROJECTIONS
 
 METHODS = ("zero-shot", "knn", "centroid", "logreg")
-PROJECTIONS = ("pca", "tsne")
 MAX_TEXTS = 50  # texts classified per request
 MAX_EXAMPLES = 1_000  # labelled rows per upload: ~40 s of encoding on a 2-core CPU
 MAX_LABELS = 20
