@@ -402,7 +402,9 @@ def decisions(record: dict) -> str:
     """The report's paragraph under an encode table: the rule, each fast path's decision, the flags shipped."""
     results = record["results"]
     lines = [
-        f"- **{n}**: {shown_decision(n, r)} ({r['about']})" for n, r in results.items() if "decision" in r
+        f"- **{n}**: {shown_decision(n, r)}. Measured: {r['about']}."
+        for n, r in results.items()
+        if "decision" in r
     ]
     shipped = [n for n, r in results.items() if r.get("ships") and n in SHIPPED_AS]
     lines += [f"- `{SHIPPED_AS[n][0]}` is {SHIPPED_AS[n][1]}." for n in shipped]

@@ -129,7 +129,8 @@ def describe(record: dict, json_link: str = "") -> str:
     if kind_of(record) == "search":
         lines += [
             f"Data: {data['source']}.  ",
-            f"{data['synthetic_docs']:,} synthetic documents ({data['construction']}).  ",
+            f"{data['synthetic_docs']:,} synthetic documents.  ",
+            f"How they are made: {data['construction']}.  ",
             f"Queries: {data['queries']}.  ",
         ]
     if kind_of(record) == "encode":
