@@ -630,7 +630,6 @@ def test_the_rebuilt_command_spells_each_field_by_its_documented_flag():
 
 TRAINER_SCRIPTS = [
     ("train_bi_encoder", "BiEncoderArgs", "sentence_transformers", "SentenceTransformerTrainingArguments"),
-    ("train_classifier", "ClassifierArgs", "sentence_transformers", "SentenceTransformerTrainingArguments"),
     (
         "train_cross_encoder",
         "CrossEncoderArgs",

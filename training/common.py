@@ -37,7 +37,6 @@ DATA_FOLDERS = {
     "stsb": ("stsbenchmark", "sts-train.csv, sts-dev.csv and sts-test.csv"),
     "sick": ("sick", "SICK.txt"),
     "snli": ("snli", "s1.dev, s2.dev, labels.dev (SentEval layout)"),
-    "agnews": ("agnews", "train_subset.csv and test.csv (text,label)"),
     "msmarco": ("msmarco_sample", "corpus.jsonl, queries.jsonl and qrels/test.tsv"),
     "med": ("classic/med_beir", "corpus.jsonl, queries.jsonl and qrels/test.tsv"),
     "npl": ("classic/npl_beir", "corpus.jsonl, queries.jsonl and qrels/test.tsv"),
