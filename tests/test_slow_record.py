@@ -65,7 +65,7 @@ def test_a_slow_run_is_recorded_with_its_counts_and_failed_tests(tmp_path):
 
 
 def test_no_doc_names_a_benchmark_marker_that_selects_nothing():
-    """The benchmarks are commands (`python -m benchmarks KIND`), not tests: no `benchmark` pytest marker is declared,
+    """The benchmarks are commands (`python -m benchmarks.KIND`), not tests: no `benchmark` pytest marker is declared,
     so no doc may tell a reader to select one."""
     import tomllib
 
