@@ -1292,23 +1292,6 @@ def test_evaluate_reranker_chooses_rrf_on_heldout_claims_and_splits_test_by_seen
         == 0
     )
     rows_before = len(json.loads((out / "metrics.json").read_text())["evaluations"])
-    # benchmarks.rerank_int8: float32 vs int8 on the same held-out claims, the 0.005 rule applied
-    from benchmarks import rerank_int8
-
-    int8 = rerank_int8.run(
-        rerank_int8.Int8Args(model=str(out), data_dir=str(toy_root), depth=5, variants="onnx-int8")
-    )
-    variants = int8["variants"]
-    assert (
-        int8["claims"] == 2
-        and list(variants) == ["torch", "onnx-int8"]
-        and variants["torch"]["change"] == 0.0
-    )
-    assert 0.0 <= variants["onnx-int8"]["ndcg@10"] <= 1.0
-    assert variants["onnx-int8"]["change"] == round(
-        variants["onnx-int8"]["ndcg@10"] - variants["torch"]["ndcg@10"], 4
-    )
-    assert variants["onnx-int8"]["keeps_score"] == (abs(variants["onnx-int8"]["change"]) <= 0.005)
     result = evaluate_reranker.run(
         evaluate_reranker.EvaluateRerankerArgs(
             model=str(out),
