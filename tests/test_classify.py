@@ -23,8 +23,8 @@ from ctxir.classify import (
     sample_per_class,
     select_zero_shot,
 )
+from ctxir.classify.classifiers import fit_projection, knn_scores, vocabulary_words
 from ctxir.classify.cli import main
-from ctxir.classify.scoring import fit_projection, knn_scores, vocabulary_words
 from ctxir.data.labelled import Label, load_folder, load_labelled, load_labels
 from ctxir.types import CtxirError
 

@@ -10,21 +10,22 @@
 """
 
 from ctxir.classify.classifiers import (  # noqa: F401 -- public API
+    K_GRID,
+    TEMPLATES,
     CentroidClassifier,
     EmbeddingClassifier,
     KnnClassifier,
     LogRegClassifier,
     Prediction,
     ZeroShotClassifier,
-    make_classifier,
-)
-from ctxir.classify.evaluation import evaluate_predictions, few_shot, mcnemar, sample_per_class  # noqa: F401
-from ctxir.classify.scoring import (  # noqa: F401 -- public API
-    K_GRID,
-    TEMPLATES,
     choose_k,
     encode,
+    evaluate_predictions,
+    few_shot,
     label_vectors_for,
+    make_classifier,
+    mcnemar,
+    sample_per_class,
     select_zero_shot,
     word_projection,
 )

@@ -1,25 +1,253 @@
-"""The zero-shot, kNN, centroid and logistic-regression classifiers, their ``Prediction``s, ``make_classifier``."""
+"""The zero-shot, kNN, centroid and logistic-regression classifiers over (N, D) unit vectors, the scores they share
+(neighbours, votes, ``choose_k``, Davison's label projection, the zero-shot template choice) and their evaluation
+(accuracy, macro-F1, McNemar's test, the few-shot curve)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from ctxir.classify.scoring import (
-    TEMPLATES,
-    WEIGHTS,
-    argmax_ties,
-    as_matrix,
-    centroids,
-    encode,
-    knn_scores,
-    top_neighbours,
-    zero_shot_scores,
-)
 from ctxir.data.labelled import Label
 from ctxir.types import CtxirError
+
+WEIGHTS = ("uniform", "distance")
+# the kNN neighbour counts ``--k auto`` chooses among by cross-validation on --train: no k is safe on every data set
+K_GRID = (1, 3, 5, 10, 15, 25)
+CV_FOLDS = 5
+# zero-shot prompt templates: ``select_zero_shot`` picks one on training data, never on test (none wins everywhere)
+TEMPLATES = (
+    "{label}",
+    "This text is about {label}.",
+    "Topic: {label}.",
+    "{label}: {description}",
+    "This text is about {description}.",
+)
+
+
+def as_matrix(x, what: str) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    if x.ndim != 2:
+        raise CtxirError(f"{what} must be a 2-D array (texts, dimensions), got shape {x.shape}")
+    return x
+
+
+def _normalise(x: np.ndarray) -> np.ndarray:
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
+def encode(encoder, texts: Sequence[str]) -> np.ndarray:
+    """(N, D) unit vectors; 64 texts or more go through the encoder's persistent cache (keyed by weights and texts)."""
+    if encoder is None:
+        raise CtxirError(
+            "this classifier was built without an encoder: pass embeddings (…_embeddings methods) or "
+            "build it with encoder=BiEncoder(...)"
+        )
+    texts = list(texts)
+    if len(texts) >= 64 and getattr(encoder, "cache", None) is not None:
+        return encoder.encode_cached(texts)
+    return encoder.encode(texts)
+
+
+def top_neighbours(
+    queries: np.ndarray, reference: np.ndarray, k: int, block: int = 1024
+) -> tuple[np.ndarray, np.ndarray]:
+    """(indices, similarities), each (n, k), of each query's k most similar reference rows, most similar first (equal
+    ones in row order); ``block`` queries at a time (7,600 × 8,000 at once is 240 MB)."""
+    k = min(k, reference.shape[0])
+    indices = np.empty((queries.shape[0], k), dtype=np.int64)
+    sims = np.empty((queries.shape[0], k), dtype=np.float32)
+    for begin in range(0, queries.shape[0], block):
+        s = queries[begin : begin + block] @ reference.T  # (block, m)
+        part = (
+            np.argpartition(-s, k - 1, axis=1)[:, :k]
+            if k < s.shape[1]
+            else np.tile(np.arange(k), (len(s), 1))
+        )
+        part_s = np.take_along_axis(s, part, axis=1)
+        order = np.lexsort((part, -part_s), axis=1)
+        indices[begin : begin + block] = np.take_along_axis(part, order, axis=1)
+        sims[begin : begin + block] = np.take_along_axis(part_s, order, axis=1)
+    return indices, sims
+
+
+def knn_scores(
+    queries: np.ndarray,
+    reference: np.ndarray,
+    reference_labels: np.ndarray,
+    n_classes: int,
+    k: int,
+    weights: str = "uniform",
+) -> tuple[np.ndarray, np.ndarray]:
+    """(votes, similarity sums), each (n, n_classes): each class's share of the k nearest examples (``distance``:
+    of their weights 1 / cosine distance, as scikit-learn's), and its neighbours' summed cosine, which breaks ties.
+
+    >>> ref = np.eye(3, dtype=np.float32)
+    >>> votes, _ = knn_scores(np.array([[0.9, 0.3, 0.3]], dtype=np.float32), ref, np.array([0, 1, 1]), 2, k=3)
+    >>> votes.round(3).tolist()
+    [[0.333, 0.667]]
+    """
+    if weights not in WEIGHTS:
+        raise CtxirError(f"weights {weights!r} is not known: use one of {', '.join(map(repr, WEIGHTS))}")
+    return _neighbour_votes(*top_neighbours(queries, reference, k), reference_labels, n_classes, weights)
+
+
+def _neighbour_votes(indices, sims, reference_labels, n_classes: int, weights: str):
+    """``knn_scores`` from given neighbours, so that cross-validation finds them once for every k it tries."""
+    labels = reference_labels[indices].ravel()  # (n × k,)
+    w = np.ones_like(sims) if weights == "uniform" else 1.0 / np.maximum(1.0 - sims, 1e-6)
+    votes = np.zeros((indices.shape[0], n_classes), dtype=np.float64)
+    sim_sums = np.zeros_like(votes)
+    rows = np.repeat(np.arange(indices.shape[0]), indices.shape[1])
+    np.add.at(votes, (rows, labels), w.ravel())
+    np.add.at(sim_sums, (rows, labels), sims.ravel())
+    return votes / votes.sum(axis=1, keepdims=True), sim_sums
+
+
+def argmax_ties(primary: np.ndarray, secondary: np.ndarray) -> np.ndarray:
+    """Row-wise argmax of ``primary``; ties (within 1e-9) go to the largest ``secondary``, then first."""
+    top = primary >= primary.max(axis=1, keepdims=True) - 1e-9
+    return np.where(top, secondary, -np.inf).argmax(axis=1)
+
+
+def choose_k(
+    embeddings,
+    labels: Sequence[str],
+    candidates: Sequence[int] = K_GRID,
+    folds: int = CV_FOLDS,
+    weights: str = "uniform",
+    seed: int = 0,
+) -> tuple[int, list[dict]]:
+    """(the k, every candidate's scores): the k of ``candidates`` with the best accuracy in stratified ``folds``-fold
+    cross-validation on training ``embeddings``. Ties keep the smallest k; a k above a fold's training rows is not
+    tried; a class with fewer than ``folds`` examples lowers the folds to its count.
+
+    >>> X = np.array([[1.0, 0.0], [0.9, 0.1], [0.8, 0.2], [0.0, 1.0], [0.1, 0.9], [0.2, 0.8]], dtype=np.float32)
+    >>> k, table = choose_k(X, ["a", "a", "a", "b", "b", "b"], candidates=(1, 3), folds=3)
+    >>> k, table[0]
+    (1, {'k': 1, 'folds': 3, 'cv_accuracy': 1.0, 'cv_macro_f1': 1.0})
+    """
+    from sklearn.metrics import f1_score
+    from sklearn.model_selection import StratifiedKFold
+
+    from ctxir.checks import check_choice, check_int
+
+    check_choice(weights, "weights", WEIGHTS)
+    x = as_matrix(embeddings, "embeddings")
+    classes, y = np.unique(np.asarray([str(label) for label in labels]), return_inverse=True)
+    if len(y) != len(x):
+        raise CtxirError(f"embeddings and labels differ in length: {len(x)} rows, {len(y)} labels")
+    if len(classes) < 2:
+        raise CtxirError(
+            f"choosing k by cross-validation needs examples of at least 2 classes, got "
+            f"{[str(c) for c in classes]!r}: add examples of another class"
+        )
+    counts = np.bincount(y)
+    if counts.min() < 2:
+        raise CtxirError(
+            f"choosing k by cross-validation needs at least 2 labelled examples of every class; class "
+            f"{str(classes[counts.argmin()])!r} has 1: add examples, or give k yourself (--k 5 on the "
+            "command line)"
+        )
+    splits = list(StratifiedKFold(min(folds, int(counts.min())), shuffle=True, random_state=seed).split(x, y))
+    fit_rows = min(len(fit) for fit, _ in splits)
+    tried = sorted({k for k in (check_int(c, "k", 1, 10_000) for c in candidates) if k <= fit_rows}) or [1]
+    predicted = {k: np.empty(len(y), dtype=np.int64) for k in tried}
+    for fit, held in splits:
+        indices, sims = top_neighbours(x[held], x[fit], max(tried))  # the largest k's, cut for the others
+        for k in tried:
+            votes, sums = _neighbour_votes(indices[:, :k], sims[:, :k], y[fit], len(classes), weights)
+            predicted[k][held] = argmax_ties(votes, sums)
+    table = [
+        {
+            "k": k,
+            "folds": len(splits),
+            "cv_accuracy": round(float(np.mean(predicted[k] == y)), 4),
+            "cv_macro_f1": round(float(f1_score(y, predicted[k], average="macro", zero_division=0)), 4),
+        }
+        for k in tried
+    ]
+    return max(tried, key=lambda k: int(np.sum(predicted[k] == y))), table  # max keeps the smallest of equals
+
+
+def fit_projection(sentence_vectors: np.ndarray, word_vectors: np.ndarray, ridge: float = 1.0) -> np.ndarray:
+    """Davison's label projection Z, (D, d): argmin ‖S Z − W‖² + ridge ‖Z‖², S (V, D) the words' sentence embeddings,
+    W (V, d) their word vectors; closed form (SᵀS + ridge·I)⁻¹ SᵀW."""
+    s = np.asarray(sentence_vectors, dtype=np.float64)
+    w = np.asarray(word_vectors, dtype=np.float64)
+    return np.linalg.solve(s.T @ s + ridge * np.eye(s.shape[1]), s.T @ w).astype(np.float32)
+
+
+def zero_shot_scores(texts: np.ndarray, label_vectors: np.ndarray, projection: np.ndarray | None = None):
+    """(n, C) cosines of texts and label embeddings, through ``projection`` (D, d) when given."""
+    if projection is not None:
+        texts, label_vectors = texts @ projection, label_vectors @ projection
+    return _normalise(texts) @ _normalise(label_vectors).T
+
+
+def label_vectors_for(encoder, labels: Sequence[Label], templates: Sequence[str]) -> dict[str, np.ndarray]:
+    """{template: (C, D) label embeddings}; templates using {description} only when some label has one."""
+    described = any(label.description for label in labels)
+    return {
+        t: encode(encoder, [label.prompt(t) for label in labels])
+        for t in templates
+        if described or "{description}" not in t
+    }
+
+
+def select_zero_shot(
+    encoder,
+    labels: Sequence[Label],
+    texts_embeddings: np.ndarray,
+    text_labels: Sequence[str],
+    templates: Sequence[str] = TEMPLATES,
+    projection: np.ndarray | None = None,
+    label_vectors: dict | None = None,
+) -> tuple[dict, list[dict]]:
+    """The (template, projection on/off) with the best accuracy on labelled training texts, and every candidate's;
+    ties keep the first (templates in order, projection off first)."""
+    vectors = label_vectors or label_vectors_for(encoder, labels, templates)
+    names = [label.name for label in labels]
+    table = []
+    for template, use_projection in itertools.product(
+        vectors, (False, True) if projection is not None else (False,)
+    ):
+        scores = zero_shot_scores(texts_embeddings, vectors[template], projection if use_projection else None)
+        accuracy = float(
+            np.mean([names[i] == t for i, t in zip(scores.argmax(axis=1), text_labels, strict=True)])
+        )
+        table.append(
+            {"template": template, "projection": use_projection, "train_accuracy": round(accuracy, 4)}
+        )
+    return max(table, key=lambda row: row["train_accuracy"]), table
+
+
+def vocabulary_words(tokenizer, n: int) -> list[tuple[str, int]]:
+    """The first ``n`` whole-word alphabetic vocabulary entries of 2+ letters with their ids: WordPiece vocabularies
+    are built most frequent first, so these are frequent words, as Davison's top word2vec words are."""
+    special = set(tokenizer.all_special_ids)
+    words = []
+    for token, token_id in sorted(tokenizer.get_vocab().items(), key=lambda item: item[1]):
+        word = token.lstrip("▁Ġ")
+        if token_id in special or token.startswith("##") or len(word) < 2 or not word.isalpha():
+            continue
+        words.append((word, token_id))
+        if len(words) == n:
+            break
+    return words
+
+
+def word_projection(encoder, n_words: int = 5000, ridge: float = 1.0) -> np.ndarray:
+    """Davison's label projection for ``encoder``: from each frequent word's sentence embedding to the encoder's own
+    static (input) embedding of it, standing in for his word2vec."""
+    model = encoder.model
+    words = vocabulary_words(model.tokenizer, n_words)
+    if not words:
+        raise CtxirError("label projection found no whole-word vocabulary entries in this model's tokenizer")
+    table = model[0].auto_model.get_input_embeddings().weight.detach().cpu().numpy()  # (vocab, d)
+    return fit_projection(encode(encoder, [w for w, _ in words]), table[[i for _, i in words]], ridge)
 
 
 @dataclass(frozen=True)
@@ -80,10 +308,9 @@ class EmbeddingClassifier:
         return np.array([index[label] for label in labels], dtype=np.int64)
 
     def fit_embeddings(self, embeddings, labels: Sequence[str]) -> EmbeddingClassifier:
-        x = as_matrix(embeddings, "embeddings")
+        self.reference = as_matrix(embeddings, "embeddings")
         self.reference_labels = self._label_ids(labels)
-        self.reference = x
-        self._fit(x, self.reference_labels)
+        self._fit(self.reference, self.reference_labels)
         return self
 
     def _fit(self, embeddings: np.ndarray, label_ids: np.ndarray) -> None:
@@ -105,8 +332,7 @@ class EmbeddingClassifier:
 
     def predict_embeddings(self, embeddings, neighbours: int = 0) -> list[Prediction]:
         embeddings = as_matrix(embeddings, "embeddings")
-        scores = self.scores_embeddings(embeddings)
-        ids = self.predict_ids(embeddings)
+        scores, ids = self.scores_embeddings(embeddings), self.predict_ids(embeddings)
         near = self.neighbours(embeddings, neighbours) if neighbours else [()] * len(ids)
         return [
             Prediction(self.classes[i], {c: float(s) for c, s in zip(self.classes, row, strict=True)}, n)
@@ -173,7 +399,9 @@ class CentroidClassifier(EmbeddingClassifier):
     method = "centroid"
 
     def _fit(self, embeddings, label_ids):
-        self.centroids = centroids(embeddings, label_ids, len(self.classes))
+        sums = np.zeros((len(self.classes), embeddings.shape[1]), dtype=np.float64)
+        np.add.at(sums, label_ids, embeddings)
+        self.centroids = _normalise(sums).astype(np.float32)  # (classes, D) unit-length class means
 
     def scores_embeddings(self, embeddings):
         self._check_fitted()
@@ -243,12 +471,12 @@ class ZeroShotClassifier(EmbeddingClassifier):
                 f"template {template!r} names no label: put {{label}} or {{description}} in it, e.g. "
                 "'This text is about {label}.'"
             )
-        self.template, self.projection = template, projection
-        self.classes = names
+        self.template, self.projection, self.classes = template, projection, names
         self.prompts = [label.prompt(template) for label in self.labels]
-        given = label_vectors is not None
         self.label_vectors = (
-            as_matrix(label_vectors, "label_vectors") if given else encode(encoder, self.prompts)
+            as_matrix(label_vectors, "label_vectors")
+            if label_vectors is not None
+            else encode(encoder, self.prompts)
         )
 
     def _label_ids(self, labels):
@@ -274,3 +502,94 @@ def make_classifier(method: str, encoder, weights: str, seed: int = 0) -> Embedd
     if method == "logreg":
         return LogRegClassifier(encoder, seed=seed)
     raise CtxirError(f"few-shot method {method!r} is not known: use knn-N, centroid or logreg")
+
+
+def evaluate_predictions(y_true: Sequence[str], y_pred: Sequence[str], classes: Sequence[str]) -> dict:
+    """accuracy, macro_f1, scikit-learn's per-class report and confusion matrix (rows = true, columns = predicted).
+
+    >>> m = evaluate_predictions(["a", "a", "b", "b"], ["a", "b", "b", "b"], ["a", "b"])
+    >>> m["accuracy"], round(m["macro_f1"], 4), m["confusion_matrix"]["matrix"]
+    (0.75, 0.7333, [[1, 1], [0, 2]])
+    """
+    from sklearn.metrics import accuracy_score, classification_report, confusion_matrix, f1_score
+
+    classes = list(classes)
+    return {
+        "accuracy": float(accuracy_score(y_true, y_pred)),
+        "macro_f1": float(f1_score(y_true, y_pred, labels=classes, average="macro", zero_division=0)),
+        "n": len(y_true),
+        "report": classification_report(y_true, y_pred, labels=classes, output_dict=True, zero_division=0),
+        "confusion_matrix": {
+            "labels": classes,
+            "matrix": confusion_matrix(y_true, y_pred, labels=classes).tolist(),
+        },
+    }
+
+
+def mcnemar(y_true: Sequence[str], pred_a: Sequence[str], pred_b: Sequence[str]) -> dict:
+    """Exact McNemar test: of the texts exactly one classifier gets right, is the split 50/50 (two-sided binomial)?"""
+    from scipy.stats import binomtest
+
+    right_a = np.asarray(pred_a) == np.asarray(y_true)
+    right_b = np.asarray(pred_b) == np.asarray(y_true)
+    a_only, b_only = int((right_a & ~right_b).sum()), int((right_b & ~right_a).sum())
+    return {
+        "test": "McNemar exact (binomial)",
+        "n": len(right_a),
+        "accuracy_a": float(right_a.mean()),
+        "accuracy_b": float(right_b.mean()),
+        "a_only": a_only,
+        "b_only": b_only,
+        "pvalue": float(binomtest(a_only, a_only + b_only, 0.5).pvalue) if a_only + b_only else 1.0,
+    }
+
+
+def sample_per_class(labels: Sequence[str], n: int, seed: int) -> list[int]:
+    """Indices of ``n`` seeded random examples of each class (all of a class with fewer), in row order."""
+    rng = np.random.default_rng(seed)
+    keep: list[int] = []
+    for label in sorted(set(labels)):
+        rows = [i for i, x in enumerate(labels) if x == label]
+        keep += rows if len(rows) <= n else [rows[i] for i in rng.choice(len(rows), n, replace=False)]
+    return sorted(keep)
+
+
+def few_shot(
+    train_x: np.ndarray,
+    train_y: Sequence[str],
+    test_x: np.ndarray,
+    test_y: Sequence[str],
+    methods: Sequence[str],
+    shots: int,
+    seeds: int,
+    weights: str = "uniform",
+) -> dict:
+    """Each method fitted on ``shots`` examples per class for each seed; per seed and mean ± std."""
+    from sklearn.metrics import f1_score
+
+    def mean_std(values: list[float]) -> dict:
+        std = round(float(np.std(values, ddof=1)), 4) if len(values) > 1 else 0.0
+        return {"mean": round(float(np.mean(values)), 4), "std": std}
+
+    results = {}
+    for method in methods:
+        per_seed = []
+        for seed in range(seeds):
+            rows = sample_per_class(train_y, shots, seed)
+            classifier = make_classifier(method, None, weights, seed)
+            predicted = classifier.fit_embeddings(train_x[rows], [train_y[i] for i in rows]).predict_labels(
+                test_x
+            )
+            per_seed.append(
+                {
+                    "seed": seed,
+                    "accuracy": float(np.mean(np.asarray(predicted) == np.asarray(test_y))),
+                    "macro_f1": float(f1_score(test_y, predicted, average="macro", zero_division=0)),
+                }
+            )
+        results[method] = {
+            "accuracy": mean_std([r["accuracy"] for r in per_seed]),
+            "macro_f1": mean_std([r["macro_f1"] for r in per_seed]),
+            "per_seed": per_seed,
+        }
+    return {"shots": shots, "seeds": seeds, "methods": results}

@@ -9,16 +9,19 @@ from pathlib import Path
 
 import numpy as np
 
-from ctxir.classify.classifiers import ZeroShotClassifier, make_classifier
-from ctxir.classify.evaluation import evaluate_predictions, few_shot, mcnemar
-from ctxir.classify.scoring import (
+from ctxir.classify.classifiers import (
     CV_FOLDS,
     K_GRID,
     TEMPLATES,
     WEIGHTS,
+    ZeroShotClassifier,
     choose_k,
     encode,
+    evaluate_predictions,
+    few_shot,
     label_vectors_for,
+    make_classifier,
+    mcnemar,
     select_zero_shot,
     word_projection,
 )
