@@ -20,7 +20,6 @@ from ctxir.types import CtxirError
 
 TESTS = ("randomization", "t-test")
 CORRECTIONS = ("holm", "bonferroni", "none")
-PAIRS = ("baseline", "all")
 DEFAULT_METRICS = ("nDCG@10", "MRR@10", "Recall@100")
 
 PerQuery = Mapping[str, Mapping[str, float]]  # {qid: {metric: value}}
@@ -109,11 +108,11 @@ def compare_systems(
     per_query: Mapping[str, PerQuery],
     metrics: Sequence[str] = DEFAULT_METRICS,
     baseline: str | None = None,
-    pairs: str = "baseline",
     significance: SignificanceTest | None = None,
 ) -> dict:
-    """Each system's mean of every metric, and paired tests against ``baseline`` (default: the first) or, with
-    ``pairs="all"``, between every pair. ``per_query``: ``{system: {qid: {metric: value}}}``.
+    """Each system's mean of every metric, and paired tests against ``baseline`` (default: the first).
+
+    ``per_query``: ``{system: {qid: {metric: value}}}``.
 
     >>> bm25 = {"q1": {"MRR@10": 0.5}, "q2": {"MRR@10": 1.0}, "q3": {"MRR@10": 0.25}}
     >>> dense = {"q1": {"MRR@10": 1.0}, "q2": {"MRR@10": 1.0}, "q3": {"MRR@10": 1.0}}
@@ -126,7 +125,6 @@ def compare_systems(
     sig = significance or SignificanceTest()
     test, correction, alpha = check_choice(sig.test, "test", TESTS), sig.correction, sig.alpha
     check_choice(correction, "correction", CORRECTIONS)
-    check_choice(pairs, "pairs", PAIRS)
     if not 0 < alpha < 1:
         raise CtxirError(f"alpha must be between 0 and 1, got {alpha!r}")
     names = list(per_query)
@@ -138,10 +136,7 @@ def compare_systems(
         name: {m: np.array([per_query[name][q][m] for q in queries], dtype=np.float64) for m in metrics}
         for name in names
     }  # system → metric → (n_queries,)
-    if pairs == "baseline":
-        compared = [(baseline, name) for name in names if name != baseline]
-    else:
-        compared = [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
+    compared = [(baseline, name) for name in names if name != baseline]
     rows = []
     for metric in metrics:
         found = []
@@ -155,8 +150,7 @@ def compare_systems(
         rows.extend(found)
     return {
         "systems": {name: {m: float(values[name][m].mean()) for m in metrics} for name in names},
-        "baseline": baseline if pairs == "baseline" else None,
-        "pairs": pairs,
+        "baseline": baseline,
         "metrics": list(metrics),
         "n_queries": len(queries),
         "test": test,
@@ -174,7 +168,7 @@ def plot_differences(path: str | Path, per_query: Mapping[str, PerQuery], result
     from ctxir.viz.differences import query_differences, save_differences
 
     metric, baseline = result["metrics"][0], next(iter(per_query))
-    rows = [r for r in result["comparisons"] if r["baseline"] == baseline and r["metric"] == metric]
+    rows = [r for r in result["comparisons"] if r["metric"] == metric]
     values = {name: {qid: v[metric] for qid, v in by_query.items()} for name, by_query in per_query.items()}
     differences = query_differences(
         values,
@@ -190,11 +184,7 @@ def format_comparison(result: Mapping) -> str:
     """Two markdown tables: each system's metrics (``†`` = significantly different from the baseline after the
     correction), then every comparison's delta, wins/losses/ties and p-values."""
     metrics, alpha, baseline = result["metrics"], result["alpha"], result["baseline"]
-    marked = {
-        (r["system"], r["metric"])
-        for r in result["comparisons"]
-        if r["significant"] and r["baseline"] == baseline
-    }
+    marked = {(r["system"], r["metric"]) for r in result["comparisons"] if r["significant"]}
     labelled = {
         name + (" (baseline)" if name == baseline else ""): v for name, v in result["systems"].items()
     }
@@ -204,17 +194,9 @@ def format_comparison(result: Mapping) -> str:
     if result["test"] == "randomization":
         permutations = result["permutations"]
         test = "paired randomization test" + (f", {permutations:,} permutations" if permutations else "")
-    if result["baseline"] is not None:
-        lines.append(
-            f"\n† p ≤ {alpha:g} against the baseline ({test}, two-sided, {correction} over "
-            f"{len(result['systems']) - 1} comparisons per metric; {result['n_queries']} queries)"
-        )
-    else:
-        lines.append(
-            f"\nAll pairs ({test}, two-sided, {correction} over the comparisons of each metric; "
-            f"{result['n_queries']} queries)"
-        )
     lines += [
+        f"\n† p ≤ {alpha:g} against the baseline ({test}, two-sided, {correction} over "
+        f"{len(result['systems']) - 1} comparisons per metric; {result['n_queries']} queries)",
         "",
         "| Comparison | Metric | Δ | wins/losses/ties | p | p adjusted |",
         "|---|---|---:|---:|---:|---:|",
@@ -274,7 +256,6 @@ class CompareArgs:
     metrics: str = flag(",".join(DEFAULT_METRICS), "comma-separated metric names")
     test: str = flag("randomization", "randomization (Fisher's, paired) or t-test", choices=TESTS)
     correction: str = flag("holm", "multiple comparisons: holm, bonferroni or none", choices=CORRECTIONS)
-    pairs: str = flag("baseline", "baseline = each system against the first; all = every pair", choices=PAIRS)
     alpha: float = flag(0.05, "significance level of the adjusted p-values")
     permutations: int = flag(10_000, "randomization test: random swaps (exact when 2^queries is fewer)")
     seed: int = 0
@@ -301,7 +282,7 @@ def run(args: CompareArgs) -> dict:
     if not metrics:
         raise CtxirError(f"--metrics {args.metrics!r} names no metric: e.g. 'nDCG@10,MRR@10'")
     significance = SignificanceTest(args.test, args.correction, args.alpha, args.permutations, args.seed)
-    result = compare_systems(systems, metrics, pairs=args.pairs, significance=significance)
+    result = compare_systems(systems, metrics, significance=significance)
     result["files"] = list(args.compare)
     print(format_comparison(result))
     if args.output:

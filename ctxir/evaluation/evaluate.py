@@ -22,7 +22,7 @@ from ctxir.encoders.models import set_threads
 from ctxir.evaluation import compare
 from ctxir.evaluation.metrics import evaluate_run, format_table, paired_retrieval, sts_correlation
 from ctxir.evaluation.report import report_for_pipeline, report_paths
-from ctxir.files import cpu_count, read_json, write_json
+from ctxir.files import cpu_count, write_json
 from ctxir.rerank.pipeline import Pipeline, StageFusion, build_first_stages, mode_fusion
 from ctxir.rerank.rankers import RERANK_BACKENDS, CrossEncoderReranker
 from ctxir.rerank.registry import RERANK_MODES, RERANKER_CHOICES, RERANKERS, load_reranker, reranker_choices
@@ -86,6 +86,7 @@ def tune_hybrid(hybrid: HybridRetriever, queries: Queries, qrels: Qrels, metric:
 
 
 # Printed; the JSON file keeps every metric and per-query value.
+PAIRED_KS = (1, 5, 10, 20, 50)  # --task paired: the k of Recall@k
 SHOWN_METRICS = ("nDCG@10", "MRR@10", "MAP@100", "Recall@10", "Recall@100", "P@10", "spearman", "pearson")
 
 
@@ -111,13 +112,7 @@ class EvaluateArgs:
     backend: Literal["torch", "onnx-int8"] = flag(
         "torch", "bi-encoder backend: torch, or onnx-int8 (ONNX Runtime on the CPU, int8, last layer only)"
     )
-    fusion: Literal["rrf", "weighted"] = flag("rrf", "hybrid fusion")
-    rrf_k: float = flag(60.0, "k in 1/(k + rank) for reciprocal-rank fusion")
-    weights: str = flag("", "hybrid weights 'bm25,dense[,extra…]' (default all 1)")
     extra_models: str = flag("", "hybrid only: more bi-encoders fused beside --model (comma-separated)")
-    bm25_k1: float = 1.5
-    bm25_b: float = 0.75
-    bm25_stemmer: str = flag("english", "Snowball stemmer for BM25; 'none' reproduces plain bm25s")
     rerank: str = flag("none", "second stage: none, or a re-ranker kind", choices=RERANKER_CHOICES)
     reranker_model: str = flag("", "the --rerank model: an id or folder (default: the one shipped)")
     rerank_backend: Literal["torch", "onnx", "onnx-int8"] = flag(
@@ -127,13 +122,9 @@ class EvaluateArgs:
         "fused", "fused = the re-ranker fused with the first stage; alone = the re-ranker's order only"
     )
     tune_on: str = flag("", "tune the hybrid's and the re-ranker's fusion on this qrels split (e.g. train)")
-    tune_queries: str = flag(
-        "", "only these --tune-on queries: a file of ids or a training run's metrics.json (its held-out ids)"
-    )
     task: Literal["auto", "retrieval", "sts", "paired"] = flag(
         "auto", "auto = from --data; paired = find each query's target in a pairs file (Recall@k, MRR)"
     )
-    k_values: str = flag("1,5,10,20,50", "--task paired: the k of Recall@k")
     top_k: int = flag(100, "first-stage depth (and the re-ranked candidates)")
     max_queries: int = flag(0, "evaluate only the first N queries (0 = all)")
     device: str = flag("auto", "auto, cpu, cuda, mps")
@@ -177,12 +168,6 @@ def prompts_used(*encoders) -> dict:
 def run_pairs(args: EvaluateArgs, task: str) -> dict:
     """``--task sts`` (the scores' correlation with STS-B's) or ``paired`` (each query's target found: Recall@k, MRR)."""
     if task == "paired":
-        try:
-            k_values = [int(k) for k in args.k_values.split(",")]
-        except ValueError as err:
-            raise CtxirError(
-                f"--k-values {args.k_values!r} must be whole numbers separated by commas, e.g. '1,5,10'"
-            ) from err
         pairs = load_pairs(args.data)
     else:
         pairs = load_sts(args.data, None if Path(args.data).is_file() else args.split)
@@ -201,7 +186,7 @@ def run_pairs(args: EvaluateArgs, task: str) -> dict:
             right = encoder.encode([b for _, b, _ in pairs], show_progress_bar=True, role="query")
             predicted = (left * right).sum(1)  # vectors are normalised: dot = cosine
     if task == "paired":
-        metrics = paired_retrieval(encoder, *zip(*pairs, strict=True), k_values)
+        metrics = paired_retrieval(encoder, *zip(*pairs, strict=True), PAIRED_KS)
     else:
         metrics = sts_correlation(list(predicted), [score for _, _, score in pairs])
     return {
@@ -219,27 +204,15 @@ def build_pipeline(args: EvaluateArgs, corpus):
     if stage.uses_bi_encoder:
         extra = [m.strip() for m in args.extra_models.split(",") if m.strip()] if stage.fuses else []
         encoders = [_encoder(args, model) for model in ["", *extra]]
-    weights = None
-    if stage.fuses and args.weights:
-        try:
-            weights = [float(w) for w in args.weights.split(",")]
-        except ValueError as err:
-            n = 1 + len(encoders)
-            raise CtxirError(
-                f"--weights {args.weights!r} must be {n} numbers like {','.join(['1'] * n)!r}"
-            ) from err
-    stemmer = None if args.bm25_stemmer.lower() == "none" else args.bm25_stemmer
     # BM25's index is kept beside the embeddings (large corpora only, see ctxir.retrieval.retrievers.BM25_CACHE_MIN_DOCS)
     bm25_cache = cache_root(args.cache_dir) / "bm25" if args.cache_dir else None
     first = build_first_stages(
         corpus,
         [args.retriever],
         encoders,
-        bm25_options={"k1": args.bm25_k1, "b": args.bm25_b, "stemmer": stemmer, "cache": bm25_cache},
+        bm25_options={"cache": bm25_cache},
         # each part's top 100 at least, as the app's hybrid: re-ranking the top 20 sees the same hybrid
-        hybrid=HybridSettings(
-            fusion=args.fusion, k=args.rrf_k, weights=weights, depth=max(args.top_k, HybridSettings.depth)
-        ),
+        hybrid=HybridSettings(depth=max(args.top_k, HybridSettings.depth)),
         index=args.index,
         show_progress=True,
     )[args.retriever]
@@ -260,10 +233,6 @@ def _reranker(args: EvaluateArgs):
 
 
 def run_retrieval(args: EvaluateArgs) -> dict:
-    if args.tune_queries:  # fail before any model is loaded
-        if not args.tune_on:
-            raise CtxirError(f"--tune-queries {args.tune_queries!r} needs --tune-on SPLIT (e.g. train)")
-        read_query_ids(args.tune_queries)
     corpus, queries, qrels = load_beir(args.data, args.split)
     if args.max_queries > 0:
         queries = dict(list(queries.items())[: args.max_queries])
@@ -332,19 +301,7 @@ def _tune(args: EvaluateArgs, pipeline) -> dict:
             "(e.g. train) so the reported numbers are not fitted to the test queries"
         )
     _, queries, qrels = load_beir(args.data, args.tune_on)
-    if args.tune_queries:
-        wanted = read_query_ids(args.tune_queries)
-        missing = sorted(set(wanted) - set(queries))
-        if missing:
-            raise CtxirError(
-                f"--tune-queries {args.tune_queries!r}: {len(missing)} ids are not {args.tune_on!r} "
-                f"queries (e.g. {missing[0]!r}): pass ids from the --tune-on split"
-            )
-        queries = {q: queries[q] for q in wanted}
-    qrels = {q: qrels[q] for q in queries}  # load_beir's queries are the judged ones
-    tuned: dict = {
-        "queries": {"split": args.tune_on, "count": len(queries), "from": args.tune_queries or "all"}
-    }
+    tuned: dict = {"queries": {"split": args.tune_on, "count": len(queries)}}
     where = f"{len(queries)} {args.tune_on!r} queries"
     if hybrid:
         best = tuned["hybrid"] = tune_hybrid(pipeline.first_stage, queries, qrels)
@@ -368,28 +325,6 @@ def _tune(args: EvaluateArgs, pipeline) -> dict:
 
 def _without_grid(best: dict | None) -> dict | None:
     return best and {k: v for k, v in best.items() if k != "grid"}
-
-
-def read_query_ids(path: str) -> list[str]:
-    """Query ids from a text file (one per line) or a training metrics.json (``extra.heldout_query_ids``)."""
-    file = Path(path)
-    if not file.is_file():
-        raise CtxirError(
-            f"--tune-queries {path!r} is not a file: pass a file of query ids (one per line) or a "
-            "training run's metrics.json"
-        )
-    if file.suffix == ".json":
-        ids = read_json(file).get("extra", {}).get("heldout_query_ids")
-        if not ids:
-            raise CtxirError(
-                f"--tune-queries {path!r} has no extra.heldout_query_ids: train with --dev-queries N "
-                "(> 0) or pass a file of query ids"
-            )
-        return [str(q) for q in ids]
-    ids = [line.strip() for line in file.read_text().splitlines() if line.strip()]
-    if not ids:
-        raise CtxirError(f"--tune-queries {path!r} is empty: list one query id per line")
-    return ids
 
 
 def run(args: EvaluateArgs) -> dict:
@@ -462,8 +397,7 @@ def default_output(args: EvaluateArgs) -> str:
         parts += [args.backend] if args.backend != "torch" else []
     if stage.fuses:
         parts += [f"+{Path(m.strip()).name}" for m in args.extra_models.split(",") if m.strip()]
-        fusion = [args.fusion, f"k{args.rrf_k:g}", f"w{args.weights or 'equal'}"]
-        parts += [f"tuned-{args.tune_on}"] if args.tune_on else fusion
+        parts += [f"tuned-{args.tune_on}"] if args.tune_on else ["rrf", "k60", "wequal"]
     if args.rerank != "none":
         parts += [args.rerank, Path(args.reranker_model).name, f"top{args.top_k}", args.rerank_mode]
         parts += [f"tuned-{args.tune_on}"] if args.tune_on and not stage.fuses else []

@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from ctxir.cli import cli_main, flag
-from ctxir.data.beir import load_beir, load_qrels, load_queries
-from ctxir.data.user_corpus import load_corpus_any
+from ctxir.data.beir import load_beir
 from ctxir.encoders.bi_encoder import BiEncoder
 from ctxir.evaluation.compare import compare_systems
 from ctxir.evaluation.metrics import METRICS, evaluate_run
@@ -333,13 +332,7 @@ def explainers_from_config(config: Mapping, corpus: Corpus, system: str, device:
     stage = FIRST_STAGES.get(retriever)  # a first stage no longer registered: nothing of it is explained
     found: dict = {}
     if stage is not None and stage.uses_bm25:
-        stemmer = config.get("bm25_stemmer", "english")
-        found["bm25"] = BM25Retriever(
-            corpus,
-            k1=config.get("bm25_k1", 1.5),
-            b=config.get("bm25_b", 0.75),
-            stemmer=None if str(stemmer).lower() == "none" else stemmer,
-        )
+        found["bm25"] = BM25Retriever(corpus)
     if stage is not None and stage.uses_bi_encoder:
         pooling = config.get("pooling", "model")
         found["bi_encoder"] = BiEncoder(
@@ -362,9 +355,6 @@ class ReportArgs:
     output: str = flag("", "report .html, its JSON beside it (default: the results path with -report.html)")
     data: str = flag("", "BEIR folder (default: the one the results were made on)")
     split: str = flag("", "qrels split (default: the results' own)")
-    corpus: str = flag("", "a user corpus file instead of --data (needs --queries and --qrels)")
-    queries: str = flag("", "queries.jsonl for --corpus")
-    qrels: str = flag("", "qrels .tsv (query-id, corpus-id, score) for --corpus")
     system: str = flag("", "which run of the results (default: the stage evaluated last)")
     metric: str = "nDCG@10"
     worst: int = flag(10, "how many of the worst queries to show")
@@ -386,25 +376,14 @@ def run(args: ReportArgs) -> dict:
             f"--output {output!r} would write the report's JSON over the results {args.results!r}: "
             "give the report another name"
         )
-    if args.corpus:
-        if not (args.queries and args.qrels):
-            raise CtxirError("--corpus needs --queries and --qrels: a report needs judged queries")
-        corpus, qrels = load_corpus_any(args.corpus), load_qrels(args.qrels)
-        queries = load_queries(args.queries)
-        source = {"data": args.corpus, "split": Path(args.qrels).stem}
-    else:
-        data, split = args.data or config.get("data", ""), args.split or config.get("split", "test")
-        if not data:
-            raise CtxirError(
-                "the results JSON names no data folder: pass --data BEIR_FOLDER (or --corpus, "
-                "--queries and --qrels)"
-            )
-        corpus, queries, qrels = load_beir(data, split)
-        source = {"data": data, "split": split}
+    data, split = args.data or config.get("data", ""), args.split or config.get("split", "test")
+    if not data:
+        raise CtxirError("the results JSON names no data folder: pass --data BEIR_FOLDER")
+    corpus, queries, qrels = load_beir(data, split)
     cases, meta = report_from_results(
         results, corpus, queries, qrels, args.system, args.metric, args.worst, args.top
     )
-    meta.update(source)
+    meta.update(data=data, split=split)
     explainers = (
         explainers_from_config(config, corpus, meta["system"], args.device) if args.explain == "auto" else {}
     )
