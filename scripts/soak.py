@@ -77,31 +77,6 @@ def output_files(folder: Path) -> list[tuple[str, int]]:
     return found
 
 
-class LoadMeter:
-    """The CPU, in cores, that processes other than the app and the soak used since the last call."""
-
-    def __init__(self, app_pid: int):
-        self.app = psutil.Process(app_pid)
-        self.last = self._read()
-
-    def _read(self):
-        t = psutil.cpu_times()  # busy: not idle or waiting on I/O
-        busy = t.user + t.nice + t.system + t.irq + t.softirq + t.steal
-        try:
-            app = sum(self.app.cpu_times()[:2])
-        except psutil.Error:
-            app = None
-        return time.monotonic(), busy, app, sum(os.times()[:2])  # own: this process, the visitors' threads
-
-    def others_cores(self) -> float | None:
-        now = self._read()
-        (t0, busy0, app0, own0), (t1, busy1, app1, own1) = self.last, now
-        self.last = now
-        if None in (app0, app1) or t1 - t0 <= 0:
-            return None
-        return round(max(0.0, (busy1 - busy0) - (app1 - app0) - (own1 - own0)) / (t1 - t0), 2)
-
-
 # ---------------------------------------------------------------- the checks
 
 
@@ -225,16 +200,10 @@ def analyse(samples: list[dict], requests: list[dict], seconds: float, cap_bytes
             "max_ratio": args.max_p50_ratio,
             "verdict": verdict,
         },
-        "machine_load": {
-            "load_average_1min": {
-                "first_latency_window": mean_of(latency_first, "load_1min"),
-                "last_latency_window": mean_of(latency_last, "load_1min"),
-                "range": [min(loads, default=None), max(loads, default=None)],
-            },
-            "others_cpu_cores": {
-                "first_latency_window": mean_of(latency_first, "others_cores"),
-                "last_latency_window": mean_of(latency_last, "others_cores"),
-            },
+        "load_average_1min": {
+            "first_latency_window": mean_of(latency_first, "load_1min"),
+            "last_latency_window": mean_of(latency_last, "load_1min"),
+            "range": [min(loads, default=None), max(loads, default=None)],
         },
         "requests": {"total": len(requests), **counts},
         "per_api": {},
@@ -277,14 +246,12 @@ def run(args: SoakArgs) -> dict:
         ]  # fmt: skip
         for v in visitors:
             v.start()
-        meter = LoadMeter(server.pid)
         while any(v.is_alive() for v in visitors):
             files = [size for _, size in output_files(outputs)]
             fds, threads = held(server.pid)
             sample = {"t": time.time() - t0, "rss_mb": rss_mb(server.pid), "fds": fds, "threads": threads,
                       "output_bytes": sum(files),
-                      "largest_file": max(files, default=0), "load_1min": os.getloadavg()[0],
-                      "others_cores": meter.others_cores()}  # fmt: skip
+                      "largest_file": max(files, default=0), "load_1min": os.getloadavg()[0]}  # fmt: skip
             if sample["rss_mb"] is None:
                 raise SystemExit(f"the app died during the soak (see {log_path})")
             samples.append(sample)
