@@ -172,7 +172,8 @@ def test_pipeline_reranker_and_evaluation_take_the_engine_unchanged(engine, enco
 @needs_milvus
 def test_hybrid_is_rrf_of_the_engines_own_dense_and_bm25(engine):
     texts = list(QUERIES.values())
-    parts = engine.search_parts(texts, top_k=100)
+    opened = {m: VectorDBRetriever(CORPUS, engine.encoder, engine.uri, mode=m) for m in ("dense", "bm25")}
+    parts = {mode: retriever._search(texts, top_k=100) for mode, retriever in opened.items()}
     hybrid = engine._search(texts, top_k=10)
     for i in range(len(texts)):
         want = fuse([parts["dense"][i], parts["bm25"][i]], "rrf", k=60)[:10]

@@ -89,7 +89,7 @@ class _ShardEncoder:
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list]:
-        out: dict[str, list] = {"shard": [], "rows": [], "seconds": [], "worker": [], "fingerprint": []}
+        out: dict[str, list] = {key: [] for key in ("shard", "rows", "seconds", "worker", "fingerprint")}
         for index, start, ids, texts, digest in zip(
             batch["shard"], batch["start"], batch["ids"], batch["texts"], batch["digest"], strict=True
         ):
@@ -114,11 +114,9 @@ class _ShardEncoder:
                 },
                 indent=None,
             )
-            out["shard"].append(int(index))
-            out["rows"].append(len(ids))
-            out["seconds"].append(time.perf_counter() - began)
-            out["worker"].append(self.worker)
-            out["fingerprint"].append(self.fingerprint)
+            row = (int(index), len(ids), time.perf_counter() - began, self.worker, self.fingerprint)
+            for values, value in zip(out.values(), row, strict=True):
+                values.append(value)
         return out
 
 
@@ -319,9 +317,9 @@ def _encode_shards(job: _ShardJob, todo: list[tuple[int, int, int]], result: Sha
                 f"{len(result.encoded)}/{len(todo)} done · "
                 f"{result.docs_encoded / (time.perf_counter() - began):,.0f} docs/s"
             )
+    except CtxirError:
+        raise
     except Exception as err:
-        if isinstance(err, CtxirError):
-            raise
         raise CtxirError(
             f"the Ray encoding job failed ({type(err).__name__}): {str(err)[-2000:]}; "
             f"the shards written so far are kept and a rerun resumes from them"
@@ -335,19 +333,10 @@ def _write_manifest(job: _ShardJob, path: Path) -> dict:
     """manifest.json over every shard of the plan, from the shards' own meta files."""
     shards = []
     for i, a, b in job.plan:
-        npy, meta_name = shard_names(i)
-        meta = read_json(job.folder / meta_name)
-        shards.append(
-            {
-                "shard": i,
-                "file": npy,
-                "meta": meta_name,
-                "start": a,
-                "rows": b - a,
-                "sha256": meta["sha256"],
-                "texts_sha256": job.digests[i],
-            }
-        )
+        npy, meta = shard_names(i)
+        sha256 = read_json(job.folder / meta)["sha256"]
+        record = {"shard": i, "file": npy, "meta": meta, "start": a, "rows": b - a, "sha256": sha256}
+        shards.append({**record, "texts_sha256": job.digests[i]})
     ids_sha256 = hashlib.sha256("\x00".join(job.ids).encode("utf-8", "surrogatepass")).hexdigest()
     manifest = {
         "format": MANIFEST_FORMAT,

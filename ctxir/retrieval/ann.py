@@ -124,24 +124,6 @@ def _faiss_threads(threads: int):
         faiss.omp_set_num_threads(before)
 
 
-def _train_cells(faiss, index, sample: np.ndarray, bar) -> None:
-    """k-means for the cells as ``index.train`` runs it, one iteration per call so that the progress bar moves."""
-    cp, nlist, dim = index.cp, index.nlist, sample.shape[1]
-    centroids = None  # (nlist, dim) after the first iteration
-    step = len(sample) // cp.niter
-    for iteration in range(cp.niter):
-        clustering = faiss.Clustering(dim, nlist, cp)
-        clustering.niter, clustering.seed = 1, cp.seed + iteration
-        if centroids is not None:
-            faiss.copy_array_to_vector(centroids.ravel(), clustering.centroids)
-        clustering.train(sample, faiss.IndexFlatIP(dim) if cp.spherical else faiss.IndexFlatL2(dim))
-        centroids = faiss.vector_to_array(clustering.centroids).reshape(nlist, dim)
-        bar.update(step if iteration < cp.niter - 1 else len(sample) - step * (cp.niter - 1))
-    index.quantizer.reset()
-    index.quantizer.add(centroids)
-    index.quantizer.is_trained = True
-
-
 @dataclass(eq=False, repr=False)
 class AnnIndex:
     """IVF + 8-bit codes (faiss) over the rows of ``embeddings`` (kept by reference, to re-score); search returns
@@ -184,16 +166,13 @@ class AnnIndex:
         chunk = max(10_000, n // 100)
         start, factory = time.perf_counter(), f"IVF{params.nlist},{CODES[params.codes]}"
         desc = f"ANN index ({factory}): k-means on {params.train_size:,}, then add"
-        total = n + params.train_size
         with (
             _faiss_threads(threads) as faiss,
-            tqdm(total=total, unit="vec", disable=not show_progress, mininterval=1.0, desc=desc) as bar,
+            tqdm(total=n, unit="vec", disable=not show_progress, mininterval=1.0, desc=desc) as bar,
         ):
             index = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
-            rows = np.random.default_rng(params.seed).choice(n, params.train_size, replace=False)
-            sample = np.ascontiguousarray(embeddings[np.sort(rows)], dtype=np.float32)  # (train_size, dim)
-            _train_cells(faiss, index, sample, bar)
-            index.train(sample)  # the cells are trained, so this fits only the 8-bit codes' ranges
+            rows = np.sort(np.random.default_rng(params.seed).choice(n, params.train_size, replace=False))
+            index.train(np.ascontiguousarray(embeddings[rows], dtype=np.float32))  # (train_size, dim)
             for begin in range(0, n, chunk):
                 block = np.ascontiguousarray(embeddings[begin : begin + chunk], dtype=np.float32)
                 index.add(block)

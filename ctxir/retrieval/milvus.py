@@ -4,20 +4,19 @@ Milvus Lite for a local ``*.db`` file, else a server; the collections' schema, i
 from __future__ import annotations
 
 import json
-import sys
-import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ctxir.checks import check_choice, check_corpus, check_options
+from ctxir.checks import check_choice, check_corpus
 from ctxir.encoders.bi_encoder import BiEncoder
 from ctxir.encoders.sharded import INSTALL_HINT
 from ctxir.encoders.shards import encoder_fingerprint, iter_shards, read_manifest, texts_digest
+from ctxir.retrieval.fusion import DEFAULT_RRF_K
 from ctxir.retrieval.retrievers import Retriever
 from ctxir.types import Corpus, CtxirError, Doc, Hit, doc_text
 
@@ -26,6 +25,7 @@ INDEX_TYPES = ("FLAT", "HNSW", "IVF_FLAT", "AUTOINDEX")
 MAX_VARCHAR = 65_535
 ID_MAX_LENGTH = 512
 META_PROPERTY = "ctxir.meta"
+BM25_K1, BM25_B, INSERT_BATCH = 1.5, 0.75, 1000
 
 
 def engine_of(uri: str) -> str:
@@ -93,42 +93,31 @@ def _row(doc_id: str, doc: Mapping, vector: np.ndarray | None) -> dict:
 
 @dataclass(frozen=True)
 class CollectionSettings:
-    """How ``build_collection`` lays out a collection: BM25 and its analyzer, the dense ``index_type``
-    (``INDEX_TYPES``), the insert; ``overwrite`` replaces one built from another corpus, model or settings."""
+    """How ``build_collection`` lays out a collection: engine-side BM25, the dense ``index_type`` (``INDEX_TYPES``);
+    ``overwrite`` replaces one built from another corpus, model or settings."""
 
     bm25: bool = True
     index_type: str = "FLAT"
     overwrite: bool = False
-    analyzer_params: dict | None = None
-    bm25_k1: float = 1.5
-    bm25_b: float = 0.75
-    insert_batch: int = 1000
-    hnsw_m: int = 32
-    ef_construction: int = 200
-    show_progress: bool = False
 
     def __post_init__(self):
         check_choice(self.index_type, "index_type", INDEX_TYPES)
 
     def meta(self, fingerprint: str, dim: int, corpus_digest: str, rows: int) -> dict:
         """What the collection records of itself: a collection with the same meta is kept as it is."""
-        analyzer = self.analyzer_params or default_analyzer()
+        bm25 = bool(self.bm25)
         return {
             "fingerprint": fingerprint,
             "dim": int(dim),
             "corpus_sha256": corpus_digest,
             "rows": rows,
-            "bm25": bool(self.bm25),
+            "bm25": bm25,
             "index_type": self.index_type,
             "metric": "COSINE",
-            "bm25_k1": self.bm25_k1 if self.bm25 else None,
-            "bm25_b": self.bm25_b if self.bm25 else None,
-            "analyzer": json.dumps(analyzer, sort_keys=True) if self.bm25 else None,
+            "bm25_k1": BM25_K1 if bm25 else None,
+            "bm25_b": BM25_B if bm25 else None,
+            "analyzer": json.dumps(default_analyzer(), sort_keys=True) if bm25 else None,
         }
-
-
-_BUILD_KEYS = tuple(f.name for f in fields(CollectionSettings))
-_OPEN_KEYS = ("token", "rrf_k", "depth", "ef_search")
 
 
 def build_collection(
@@ -162,7 +151,6 @@ def build_collection(
     # the schema and its indexes; the meta is stored marked incomplete until every row is in
     pymilvus = load_pymilvus()
     DataType = pymilvus.DataType
-    analyzer = settings.analyzer_params or default_analyzer()
     schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
     schema.add_field("pk", DataType.VARCHAR, is_primary=True, max_length=ID_MAX_LENGTH)
     schema.add_field("title", DataType.VARCHAR, max_length=MAX_VARCHAR)
@@ -170,12 +158,12 @@ def build_collection(
         "content",
         DataType.VARCHAR,
         max_length=MAX_VARCHAR,
-        **({"enable_analyzer": True, "analyzer_params": analyzer} if settings.bm25 else {}),
+        **({"enable_analyzer": True, "analyzer_params": default_analyzer()} if settings.bm25 else {}),
     )
     schema.add_field("dense", DataType.FLOAT_VECTOR, dim=meta["dim"])
     index = client.prepare_index_params()
     params = {
-        "HNSW": {"M": settings.hnsw_m, "efConstruction": settings.ef_construction},
+        "HNSW": {"M": 32, "efConstruction": 200},
         "IVF_FLAT": {"nlist": max(1, min(4096, int(np.sqrt(max(meta["rows"], 1)))))},
     }.get(settings.index_type, {})
     index.add_index("dense", index_type=settings.index_type, metric_type="COSINE", params=params)
@@ -193,7 +181,7 @@ def build_collection(
             "sparse",
             index_type="SPARSE_INVERTED_INDEX",
             metric_type="BM25",
-            params={"bm25_k1": settings.bm25_k1, "bm25_b": settings.bm25_b},
+            params={"bm25_k1": BM25_K1, "bm25_b": BM25_B},
         )
     client.create_collection(
         collection,
@@ -203,23 +191,14 @@ def build_collection(
         properties={META_PROPERTY: json.dumps({**meta, "complete": False})},
     )
 
-    inserted, began, step = 0, time.perf_counter(), settings.insert_batch
+    inserted = 0
     for ids, vectors in batches:
         if vectors.shape != (len(ids), int(dim)):
             raise CtxirError(f"got {vectors.shape} vectors for {len(ids)} ids of dimension {int(dim)}")
-        for start in range(0, len(ids), step):
-            chunk = [
-                _row(i, corpus[i], v)
-                for i, v in zip(ids[start : start + step], vectors[start : start + step], strict=True)
-            ]
-            client.insert(collection, chunk)
-            inserted += len(chunk)
-        if settings.show_progress:
-            print(
-                f"[milvus] {inserted:,}/{len(corpus):,} inserted ({inserted / (time.perf_counter() - began):,.0f}/s)",
-                file=sys.stderr,
-                flush=True,
-            )
+        for start in range(0, len(ids), INSERT_BATCH):
+            chunk = ids[start : start + INSERT_BATCH], vectors[start : start + INSERT_BATCH]
+            client.insert(collection, [_row(i, corpus[i], v) for i, v in zip(*chunk, strict=True)])
+            inserted += len(chunk[0])
     if inserted != len(corpus):
         raise CtxirError(f"inserted {inserted:,} documents, the corpus holds {len(corpus):,}")
     client.flush(collection)
@@ -231,6 +210,8 @@ def build_collection(
 ENGINE_MODES = ("dense", "bm25", "hybrid")
 # Milvus caps: results per query, queries per request.
 MAX_LIMIT, QUERY_CHUNK = 16_384, 256
+# "hybrid" fuses each engine ranking's top HYBRID_DEPTH; HNSW searches at least EF_SEARCH candidates
+HYBRID_DEPTH, EF_SEARCH = 100, 128
 
 
 class EngineCorpus(Mapping):
@@ -269,15 +250,6 @@ class EngineCorpus(Mapping):
         return int(self.client.get_collection_stats(self.collection)["row_count"])
 
 
-@dataclass(frozen=True)
-class EngineSearchSettings:
-    """How ``VectorDBRetriever`` searches: the engine's RRF ``rrf_k`` and ``depth`` in "hybrid", HNSW's ``ef_search``."""
-
-    rrf_k: float = 60.0
-    depth: int = 100
-    ef_search: int = 128
-
-
 class VectorDBRetriever(Retriever):
     """Dense, BM25 or hybrid search in a Milvus collection; ``uri`` picks Milvus Lite (a ``*.db`` file) or a server.
     Build with ``from_corpus`` or ``from_shards``, open with the constructor (``corpus=None``: ``EngineCorpus``)."""
@@ -306,11 +278,7 @@ class VectorDBRetriever(Retriever):
         *,
         token: str | None = None,
         client=None,
-        **options,
     ):
-        """``options``, ``EngineSearchSettings``'s fields (``rrf_k=60, depth=100, ef_search=128``), say how the
-        engine searches."""
-        settings = check_options(EngineSearchSettings, options)
         self.mode = check_choice(mode, "mode", ENGINE_MODES)
         self.uri, self.engine, self.collection = str(uri), engine_of(uri), collection
         self.client = client or connect(uri, token)
@@ -327,8 +295,7 @@ class VectorDBRetriever(Retriever):
             )
         self.index_type, self.metric = self.meta["index_type"], "COSINE"
         self.bm25_k1, self.bm25_b, self.analyzer = map(self.meta.get, ("bm25_k1", "bm25_b", "analyzer"))
-        self.rrf_k, self.depth = float(settings.rrf_k), int(settings.depth)
-        self.ef_search = int(settings.ef_search)
+        self.rrf_k, self.depth = DEFAULT_RRF_K, HYBRID_DEPTH
         if self.mode != "dense" and not self.meta.get("bm25"):
             raise CtxirError(
                 f"collection {collection!r} was built without BM25: rebuild it with bm25=True for "
@@ -381,33 +348,19 @@ class VectorDBRetriever(Retriever):
         uri: str = "ctxir.db",
         collection: str = "ctxir",
         mode: str = "dense",
-        **kwargs,
+        token: str | None = None,
+        **settings,
     ) -> VectorDBRetriever:
-        """Encode ``corpus`` here (cached) and load it into the collection; ``kwargs``: the constructor's and
-        ``CollectionSettings``' fields."""
+        """Encode ``corpus`` here (cached) and load it into the collection; ``settings``: ``CollectionSettings``'."""
         check_corpus(corpus)
         encoder = encoder or BiEncoder()
 
-        def batches():
+        def batches():  # encoded only if the collection is built
             yield list(corpus), encoder.encode_corpus(corpus)[1]
 
         fingerprint, dim = encoder_fingerprint(encoder), encoder.dimension
-        return cls._build(corpus, corpus, encoder, uri, collection, mode, batches(), fingerprint, dim, kwargs)
-
-    @classmethod
-    def _build(cls, corpus, kept, encoder, uri, collection, mode, batches, fingerprint, dim, kwargs):
-        """Build the collection from ``batches`` of (ids, vectors), then open it over ``kept`` (None: the engine's)."""
-        build = CollectionSettings(**{k: kwargs.pop(k) for k in list(kwargs) if k in _BUILD_KEYS})
-        if unknown := set(kwargs) - set(_OPEN_KEYS):
-            raise CtxirError(
-                f"unknown option(s) {', '.join(sorted(unknown))}: use {', '.join(_BUILD_KEYS)}, "
-                f"{', '.join(_OPEN_KEYS)}"
-            )
-        client = connect(uri, kwargs.get("token"))
-        ids = list(corpus)
-        digest = texts_digest(ids, [doc_text(corpus[i]) for i in ids])
-        build_collection(client, collection, batches, corpus, fingerprint, dim, digest, build)
-        return cls(kept, encoder, uri, collection, mode, client=client, **kwargs)
+        client = _build(corpus, uri, token, collection, batches(), fingerprint, dim, settings)
+        return cls(corpus, encoder, uri, collection, mode, token=token, client=client)
 
     @classmethod
     def from_shards(
@@ -419,7 +372,8 @@ class VectorDBRetriever(Retriever):
         collection: str = "ctxir",
         mode: str = "dense",
         keep_corpus: bool = True,
-        **kwargs,
+        token: str | None = None,
+        **settings,
     ) -> VectorDBRetriever:
         """Load ``encode_sharded``'s shards into the collection, one at a time; ``corpus`` supplies the texts
         (``keep_corpus=False``: read back from the engine), ``encoder`` (the manifest's model) the queries."""
@@ -448,8 +402,10 @@ class VectorDBRetriever(Retriever):
                     )
                 yield shard_ids, vectors
 
-        kept, fingerprint, dim = corpus if keep_corpus else None, manifest["fingerprint"], manifest["dim"]
-        return cls._build(corpus, kept, encoder, uri, collection, mode, batches(), fingerprint, dim, kwargs)
+        fingerprint, dim = manifest["fingerprint"], manifest["dim"]
+        client = _build(corpus, uri, token, collection, batches(), fingerprint, dim, settings)
+        kept = corpus if keep_corpus else None
+        return cls(kept, encoder, uri, collection, mode, token=token, client=client)
 
     def _limit(self, top_k: int) -> int:
         return max(1, min(top_k, self.rows, MAX_LIMIT))
@@ -467,7 +423,7 @@ class VectorDBRetriever(Retriever):
     def _dense_request(self, vectors: np.ndarray, limit: int) -> dict:
         params: dict[str, Any] = {"metric_type": "COSINE"}
         if self.index_type == "HNSW":
-            params["params"] = {"ef": max(self.ef_search, limit)}
+            params["params"] = {"ef": max(EF_SEARCH, limit)}
         return {"data": vectors.tolist(), "anns_field": "dense", "param": params, "limit": limit}
 
     def _search(self, texts: list[str], top_k: int) -> list[list[Hit]]:
@@ -507,14 +463,13 @@ class VectorDBRetriever(Retriever):
         )
         return [self._hits(r) for r in rows]
 
-    def search_parts(self, texts: list[str], top_k: int) -> dict[str, list[list[Hit]]]:
-        """The engine's dense and BM25 rankings separately (what "hybrid" fuses), e.g. to fuse with
-        ctxir.retrieval.fusion."""
-        out = {}
-        for mode in ("dense", "bm25"):
-            saved, self.mode = self.mode, mode
-            try:
-                out[mode] = self._search(texts, top_k)
-            finally:
-                self.mode = saved
-        return out
+
+def _build(corpus, uri, token, collection, batches, fingerprint: str, dim: int, settings: dict):
+    """A client of ``uri`` whose ``collection`` holds ``batches`` of (ids, vectors) of ``corpus``."""
+    client = connect(uri, token)
+    ids = list(corpus)
+    digest = texts_digest(ids, [doc_text(corpus[i]) for i in ids])
+    build_collection(
+        client, collection, batches, corpus, fingerprint, dim, digest, CollectionSettings(**settings)
+    )
+    return client
