@@ -95,10 +95,17 @@ def _say(text: str) -> None:
 
 
 # what the work files and the adapter do not depend on
-_NOT_SHAPING = frozenset(
-    {"corpus", "output", "max_minutes", "device", "torch_threads", "overwrite", "keep_work"}
-)
-_NOT_SHAPING |= {"quiet", "teacher_batch_size", "save_steps", "save_minutes"}
+_NOT_SHAPING = {
+    "corpus",
+    "output",
+    "max_minutes",
+    "device",
+    "torch_threads",
+    "overwrite",
+    "keep_work",
+    "quiet",
+}
+_NOT_SHAPING |= {"teacher_batch_size", "save_steps", "save_minutes"}
 
 
 def usable_corpus(corpus: Corpus, path: str) -> Corpus:
@@ -132,17 +139,20 @@ def run(args: AdaptArgs) -> dict:
         )
     if not args.output.strip():
         raise CtxirError("--output is required: give the folder the adapter is written to")
-    at_least_one = ("queries_per_doc", "negatives", "mining_depth", "batch_size", "teacher_batch_size")
-    for name in (*at_least_one, "lora_rank", "save_steps"):
-        if getattr(args, name) < 1:
-            raise CtxirError(f"--{name.replace('_', '-')} must be ≥ 1, got {getattr(args, name)!r}")
-    for name in ("max_queries", "max_steps", "max_seq_length"):
-        if getattr(args, name) < 0:
+    at_least = dict.fromkeys(("queries_per_doc", "negatives", "mining_depth", "batch_size", "lora_rank"), 1)
+    at_least |= {
+        "teacher_batch_size": 1,
+        "save_steps": 1,
+        "max_queries": 0,
+        "max_steps": 0,
+        "max_seq_length": 0,
+    }
+    for name, least in (*at_least.items(), ("max_minutes", 0)):
+        if getattr(args, name) < least:
+            meaning = " (0 = no limit)" if least == 0 else ""
             raise CtxirError(
-                f"--{name.replace('_', '-')} must be ≥ 0 (0 = no limit), got {getattr(args, name)!r}"
+                f"--{name.replace('_', '-')} must be ≥ {least}{meaning}, got {getattr(args, name)!r}"
             )
-    if args.max_minutes < 0:
-        raise CtxirError(f"--max-minutes must be ≥ 0 (0 = no budget), got {args.max_minutes!r}")
     teacher = args.teacher.strip()
     if (
         teacher

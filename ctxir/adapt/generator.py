@@ -16,8 +16,7 @@ SEQ2SEQ_EXAMPLE = "macavaney/doc2query-t5-base-msmarco"
 
 
 def load_generator(source: str | Path) -> tuple[torch.nn.Module, object]:
-    """(model in eval mode, tokenizer) for ``source``, a sequence-to-sequence doc2query model (Hub id or folder).
-    Safetensors weights only; no code from the model is run."""
+    """(model in eval mode, tokenizer) of a sequence-to-sequence doc2query model (Hub id or folder), safetensors only."""
     from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
 
     from ctxir.encoders.models import resolve_model
@@ -43,24 +42,6 @@ def load_generator(source: str | Path) -> tuple[torch.nn.Module, object]:
 
 
 @torch.inference_mode()
-def _sample_seq2seq(model, enc, per_text: int, top_p: float, generator) -> list[list[int]]:
-    """``per_text`` seeded top-p samples per passage from a seq2seq model (GPL's settings)."""
-    device = next(model.parameters()).device
-    seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        torch.manual_seed(seed)
-        out = model.generate(
-            input_ids=enc["input_ids"].to(device),
-            attention_mask=enc["attention_mask"].to(device),
-            do_sample=True,
-            top_p=top_p,
-            top_k=25,  # GPL samples from the 25 likeliest tokens within top-p
-            max_new_tokens=MAX_QUERY_TOKENS,
-            num_return_sequences=per_text,
-        )  # (passages × per_text, tokens)
-    return out.cpu().tolist()
-
-
 def generate_queries(
     model: torch.nn.Module,
     tokenizer,
@@ -71,8 +52,10 @@ def generate_queries(
     top_p: float = 0.95,
     show: Callable | None = None,
 ) -> list[list[str]]:
-    """``per_text`` seeded, nucleus-sampled queries for each of ``texts``; ``show`` wraps the batches."""
+    """``per_text`` seeded top-p samples (GPL's settings) for each of ``texts``, leaving torch's random state as it
+    was; ``show`` wraps the batches."""
     generator = torch.Generator().manual_seed(seed)
+    device = next(model.parameters()).device
     batches = range(0, len(texts), batch_size)
     out: list[list[str]] = []
     for start in show(batches) if show else batches:
@@ -80,7 +63,18 @@ def generate_queries(
         enc = tokenizer(
             chunk, truncation=True, max_length=MAX_SOURCE_TOKENS, padding=True, return_tensors="pt"
         )
-        written = _sample_seq2seq(model, enc, per_text, top_p, generator)
-        decoded = [" ".join(t.split()) for t in tokenizer.batch_decode(written, skip_special_tokens=True)]
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=generator)))
+            written = model.generate(
+                **{k: enc[k].to(device) for k in ("input_ids", "attention_mask")},
+                do_sample=True,
+                top_p=top_p,
+                top_k=25,  # GPL samples from the 25 likeliest tokens within top-p
+                max_new_tokens=MAX_QUERY_TOKENS,
+                num_return_sequences=per_text,
+            )  # (passages × per_text, tokens)
+        decoded = [
+            " ".join(t.split()) for t in tokenizer.batch_decode(written.cpu(), skip_special_tokens=True)
+        ]
         out += [decoded[i * per_text : (i + 1) * per_text] for i in range(len(chunk))]
     return out

@@ -82,8 +82,13 @@ def teacher_scores(
         for start in range(0, len(todo), chunk):
             part = todo[start : start + chunk]
             groups = [scored_texts(by_qid[row["qid"]], row, corpus) for row in part]
-            sources = [[source for _, source in row["negatives"]] for row in part]
-            for row, scores in zip(part, score_groups(teacher, groups, sources), strict=True):
+            if isinstance(teacher, HybridTeacher):
+                scored = teacher.score_groups(
+                    groups, [[source for _, source in row["negatives"]] for row in part]
+                )
+            else:  # a re-ranker: each text its best window's score, as when it re-ranks
+                scored = [teacher.score_pairs(query, texts) for query, texts in groups]
+            for row, scores in zip(part, scored, strict=True):
                 done[row["qid"]] = [float(s) for s in scores]
                 out.write(
                     json.dumps({"qid": row["qid"], "scores": done[row["qid"]]}, ensure_ascii=False) + "\n"
@@ -100,33 +105,6 @@ def teacher_scores(
 def scored_texts(query: PseudoQuery, row: dict, corpus: Corpus) -> tuple[str, list[str]]:
     """What a teacher scores for one query: (its text, [its positive, then each mined negative's text])."""
     return query.text, [query.positive, *(doc_text(corpus[d]) for d, _ in row["negatives"])]
-
-
-def score_groups(
-    teacher, groups: Sequence[tuple[str, Sequence[str]]], sources: Sequence[Sequence[str]] | None = None
-) -> list[np.ndarray]:
-    """The teacher's scores of each (query, texts) group: a cross-encoder's batched across groups, each text its best
-    window's (passages.json) as when it re-ranks; a teacher's own ``score_groups`` gets ``sources`` too."""
-    if hasattr(teacher, "score_groups"):
-        return teacher.score_groups(groups, sources)
-    model, passages = getattr(teacher, "model", None), getattr(teacher, "passages", None)
-    if model is None or not hasattr(model, "predict"):
-        return [np.asarray(teacher.score_pairs(query, texts), dtype=np.float32) for query, texts in groups]
-    pairs, owners = [], []  # every (query, window) pair, and the (group, text) it belongs to
-    for g, (query, texts) in enumerate(groups):
-        for t, text in enumerate(texts):
-            windows = passages.split("", text) if passages is not None else [text]
-            pairs += [(query, w) for w in windows]
-            owners += [(g, t)] * len(windows)
-    raw = np.asarray(
-        model.predict(pairs, batch_size=teacher.batch_size, show_progress_bar=False, convert_to_numpy=True),
-        dtype=np.float32,
-    )
-    raw = raw[:, -1] if raw.ndim == 2 else raw  # a multi-label head: the last column is "relevant"
-    best = [np.full(len(texts), -np.inf, dtype=np.float32) for _, texts in groups]
-    for (g, t), score in zip(owners, raw, strict=True):
-        best[g][t] = max(best[g][t], score)
-    return best
 
 
 class HybridTeacher:
@@ -182,11 +160,17 @@ class HybridTeacher:
         return scores
 
     def parts(self, groups: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
-        """Per group a (len(texts), 2) array: the base's cosine and BM25 of each text; encoded in one batch."""
-        return [
-            np.stack([cosine, self.bm25(query, texts)], axis=1)
-            for cosine, (query, texts) in zip(cosines(self.encoder, groups), groups, strict=True)
-        ]
+        """Per group a (len(texts), 2) array: the base's cosine and BM25 of each text; the queries encoded in one batch
+        (after the query prompt), every text in another (after the document prompt)."""
+        queries = self.encoder.encode([query for query, _ in groups], show_progress_bar=False, role="query")
+        flat = [text for _, texts in groups for text in texts]
+        vectors = self.encoder.encode(flat, show_progress_bar=False, role="document")  # (sum of texts, D)
+        found, start = [], 0
+        for q, (query, texts) in zip(queries, groups, strict=True):
+            cosine = vectors[start : start + len(texts)] @ q
+            found.append(np.stack([cosine, self.bm25(query, texts)], axis=1))
+            start += len(texts)
+        return found
 
     def calibrate(self, groups: Sequence[tuple[str, Sequence[str]]]) -> tuple[float, float]:
         """The weights: 1 / std of each part's margins (text 0, the positive, minus each other text) over ``groups``;
@@ -212,16 +196,3 @@ class HybridTeacher:
                 blind = [i + 1 for i, source in enumerate(mined) if source in self.bm25_blind]
                 p[blind, 1] = p[0, 1]
         return [(p @ weights).astype(np.float32) for p in parts]
-
-
-def cosines(encoder, groups: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
-    """Per group the (len(texts),) cosines of ``encoder``'s (normalised) vectors of its query and each text; the
-    queries encoded in one batch (after the query prompt), every text in another (after the document prompt)."""
-    queries = encoder.encode([query for query, _ in groups], show_progress_bar=False, role="query")  # (G, D)
-    flat = [text for _, texts in groups for text in texts]
-    vectors = encoder.encode(flat, show_progress_bar=False, role="document")  # (sum of texts, D)
-    found, start = [], 0
-    for g, (_, texts) in enumerate(groups):
-        found.append(vectors[start : start + len(texts)] @ queries[g])
-        start += len(texts)
-    return found

@@ -26,7 +26,6 @@ MIN_QUERY_WORDS = 3  # fewer says too little (a heading "Abstract")
 MAX_QUERY_WORDS = 48  # more is a passage
 MIN_POSITIVE_WORDS = 8  # a positive left with fewer carries no evidence for its query
 SPAN_WORDS = (6, 16)  # the cropped query's length in words, drawn uniformly
-# what each kind is, in a card's or a log's words
 KIND_NAMES = {
     "title": "titles",
     "sentence": "sentences",
@@ -48,22 +47,12 @@ class PseudoQuery:
     positive: str
 
 
-def split_sentences(text: str) -> list[str]:
-    """``text``'s sentences, in order.
-
-    >>> split_sentences("Otters swim. They dig dens! Do bats fly? yes.")
-    ['Otters swim.', 'They dig dens!', 'Do bats fly? yes.']
-    """
-    return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
-
-
-def _words(text: str) -> int:
-    return len(text.split())
-
-
 def _fits(query: str, positive: str) -> bool:
     """A query of a useful length, and enough of its document left to be evidence for it."""
-    return MIN_QUERY_WORDS <= _words(query) <= MAX_QUERY_WORDS and _words(positive) >= MIN_POSITIVE_WORDS
+    return (
+        MIN_QUERY_WORDS <= len(query.split()) <= MAX_QUERY_WORDS
+        and len(positive.split()) >= MIN_POSITIVE_WORDS
+    )
 
 
 def pseudo_queries(
@@ -94,7 +83,7 @@ def pseudo_queries(
             if kind == "title":
                 offers[kind] = [(title, text)] if _fits(title, text) else []
             elif kind == "sentence":  # one sentence, the positive the title and the other sentences
-                sentences = split_sentences(text)
+                sentences = [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
                 rests = [
                     " ".join([title, *sentences[:i], *sentences[i + 1 :]]).strip()
                     for i in range(len(sentences))
@@ -125,8 +114,7 @@ def pseudo_queries(
 
 
 def kinds_phrase(counts: dict[str, int]) -> str:
-    """The kinds a run drew (``counts``: adapt.json's queries, kind → how many; "total" and zeros left out), in words,
-    in ``ALL_KINDS``' order.
+    """The kinds with a count in ``counts`` (adapt.json's queries), in words, in ``ALL_KINDS``' order.
 
     >>> kinds_phrase({"total": 5, "span": 1, "title": 2, "generated": 2, "sentence": 0})
     'titles, word spans and generated queries'

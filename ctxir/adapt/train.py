@@ -3,7 +3,6 @@ margins (GPL); the time budget; saving."""
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,7 +17,6 @@ from ctxir.files import read_json, write_json
 from ctxir.names import ADAPTER_CONFIG
 from ctxir.types import Corpus, doc_text
 
-logger = logging.getLogger(__name__)
 # every linear layer of a BERT block ("dense": output and FFN)
 LORA_TARGETS = ("query", "key", "value", "dense")
 

@@ -22,14 +22,9 @@ from ctxir.names import ADAPT_INCOMPLETE
 from ctxir.types import Corpus, CtxirError, doc_text
 
 RECORD_FILE = "adapt.json"
-RECORD_FORMAT = "ctxir-adapt/1"
-
-
 # the settings the work files are made from; a change to any other (training) setting keeps them
-DATA_SETTINGS = frozenset(
-    {"corpus_fingerprint", "model", "teacher", "query_kinds", "queries_per_doc", "max_queries", "negatives"}
-    | {"mining_depth", "seed", "generator"}
-)
+DATA_SETTINGS = {"corpus_fingerprint", "model", "teacher", "query_kinds", "queries_per_doc", "max_queries"}
+DATA_SETTINGS |= {"negatives", "mining_depth", "seed", "generator"}
 
 
 class BudgetReached(CtxirError):
@@ -104,14 +99,14 @@ class WorkDir:
         for path in sorted(self.final.iterdir()):
             path.replace(self.root / path.name)
         self.final.rmdir()
-        write_json(self.record, {"format": RECORD_FORMAT, **record})
+        write_json(self.record, {"format": "ctxir-adapt/1", **record})
         if not keep_work and record.get("complete"):
             shutil.rmtree(self.work, ignore_errors=True)
         self.marker.unlink(missing_ok=True)
 
 
 def write_jsonl(path: Path, rows: Iterable[dict]) -> None:
-    """Atomic: a stage's file exists only once it is whole."""
+    """Atomically: a stage's file exists only once it is whole."""
     write_atomic(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 
 
@@ -152,28 +147,19 @@ def adapter_record(args, corpus, settings, queries, teacher_name, scale, rows, t
     }
 
 
-def _trained_with(record: dict) -> str:
-    teacher, loss = record["teacher"], record["loss"]
-    what = ""
-    if teacher.startswith("complement:"):
-        what = " (the base model's cosine plus BM25, each scaled to one spread of margins; the negatives BM25 mined "
-        what += "labelled by the cosine alone)"
-    return f"the teacher `{teacher}`{what} labelled them with its score margins ({loss})"
-
-
-def _made_how(record: dict) -> str:
-    generator = record["settings"].get("generator")
-    if record["queries"].get("generated"):
-        written = f"written by the query generator `{generator}` (trained on general-domain questions, not this corpus)"
-        cut = record["queries"]["total"] > record["queries"]["generated"]
-        return f"{written}{' or cut from the documents themselves' if cut else ''} for its documents"
-    return "cut from the\ndocuments themselves"
-
-
 def write_card(folder: Path, record: dict) -> None:
-    examples = "\n".join(
-        f"- {kind}: {texts[0]!r}" for kind, texts in record["query_examples"].items() if texts
-    )
+    """The adapter's README.md: how its pseudo-queries were made, what labelled them, how to load it."""
+    examples = "\n".join(f"- {kind}: {texts[0]!r}" for kind, texts in record["query_examples"].items())
+    queries, teacher = record["queries"], record["teacher"]
+    made = "cut from the\ndocuments themselves"
+    if queries.get("generated"):
+        also = " or cut from the documents themselves" if queries["total"] > queries["generated"] else ""
+        made = f"written by the query generator `{record['settings'].get('generator')}` (trained on general-domain "
+        made += f"questions, not this corpus){also} for its documents"
+    how = ""
+    if teacher.startswith("complement:"):
+        how = " (the base model's cosine plus BM25, each scaled to one spread of margins; the negatives BM25 mined "
+        how += "labelled by the cosine alone)"
     (folder / "README.md").write_text(
         f"""---
 library_name: sentence-transformers
@@ -183,9 +169,9 @@ tags: [sentence-transformers, peft, lora, ctxir-adapt]
 # {record["base_model"]} adapted to one corpus, without labels
 
 A LoRA adapter made by `ctxir adapt` on the corpus `{record["corpus"]["path"]}` ({record["corpus"]["documents"]:,}
-documents): no query and no relevance label was used. {record["queries"]["total"]:,} pseudo-queries were {_made_how(record)} ({kinds_phrase(record["queries"])}),
-negatives mined with BM25 and the base model, and the
-{_trained_with(record)}. It was not evaluated here: measure it on your own
+documents): no query and no relevance label was used. {queries["total"]:,} pseudo-queries were {made} ({kinds_phrase(queries)}),
+negatives mined with BM25 and the base model, and
+the teacher `{teacher}`{how} labelled them with its score margins ({record["loss"]}). It was not evaluated here: measure it on your own
 queries (`ctxir evaluate --model DIR`).
 
 Examples of the pseudo-queries:
