@@ -296,18 +296,6 @@ def test_sick_full_release_and_splits(tmp_path: Path) -> None:
         load_sick(f, "val")
 
 
-def test_sick_semeval_files(tmp_path: Path) -> None:
-    header = "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment"
-    write(tmp_path / "SICK_train.txt", f"{header}\n1\ta\tb\t4.5\tNEUTRAL\n")
-    write(tmp_path / "SICK_test_annotated.txt", f"{header}\r\n6\tc\td\t3.3\tENTAILMENT\r\n")
-    assert load_sick(tmp_path / "SICK_train.txt") == [SickPair("a", "b", 4.5, "neutral")]
-    assert load_sick(tmp_path, "test") == [SickPair("c", "d", 3.3, "entailment")]
-    with pytest.raises(CtxirError, match=r"SICK_trial\.txt"):
-        load_sick(tmp_path, "dev")
-    with pytest.raises(CtxirError, match=r"no SICK\.txt"):
-        load_sick(tmp_path)
-
-
 def test_sick_bad_rows(tmp_path: Path) -> None:
     f = write(tmp_path / "SICK.txt", "\n".join([SICK_HEADER, sick_row(1, "MAYBE", "4", "TRAIN")]))
     with pytest.raises(CtxirError, match=r"SICK\.txt line 2: unknown label 'MAYBE'"):
@@ -414,7 +402,6 @@ def test_real_sick(data: Path) -> None:
     assert min(p.relatedness for p in pairs) == 1.0 and max(p.relatedness for p in pairs) == 5.0
     assert len(load_sick(data / "sick", "train")) == 4439
     assert len(load_sick(data / "sick", "dev")) == 495
-    assert len(load_sick(data / "sick" / "semeval2014", "test")) == 4927
 
 
 def test_real_snli(data: Path) -> None:

@@ -1,6 +1,5 @@
-"""BEIR folders: ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/<split>.tsv`` (TREC qrels too), and the helpers every
-``ctxir.data`` reader shares (checked paths, UTF-8 text, numbered lines, JSON lines, tables): an error names the file,
-the line, what was found and what was expected."""
+"""BEIR folders (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv`` or TREC qrels), and the helpers every
+``ctxir.data`` reader shares: an error names the file, the line, what was found and what was expected."""
 
 from __future__ import annotations
 
@@ -8,12 +7,12 @@ import csv
 import io
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import orjson
 
-from ctxir.files import atomic_path, write_atomic
+from ctxir.files import write_atomic
 from ctxir.types import Corpus, CtxirError, Doc, Qrels, Queries
 
 PathLike = str | os.PathLike[str]
@@ -88,8 +87,7 @@ def tsv_rows(text: str) -> Iterator[tuple[int, list[str]]]:
 def table_rows(
     path: Path, text: str, delimiter: str, columns: Sequence[str], header_hint: str
 ) -> Iterator[tuple[int, dict[str, str]]]:
-    """(line the row begins on, {lower-cased header name: field}) of a CSV/TSV whose first non-blank row, its header,
-    names ``columns``; ``header_hint`` says what the header should be."""
+    """(line the row begins on, {lower-cased header name: field}) of a CSV/TSV whose header names ``columns``."""
     csv.field_size_limit(2**31 - 1)  # Python's default (128 KiB a field) is too small for long documents
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     sep = "tab" if delimiter == "\t" else "comma"
@@ -122,18 +120,13 @@ def table_rows(
         ) from None
 
 
-def _loads(line: str):
-    """One JSON value: orjson (fast), else json for what only it reads (NaN, integers past 64 bits, lone surrogates)."""
-    try:
-        return orjson.loads(line)
-    except ValueError:  # orjson.JSONDecodeError is a ValueError
-        return json.loads(line)
-
-
 def json_object(path: Path, line_no: int, line: str, expected: str) -> dict:
-    """One JSONL line parsed, checked to be an object; else ``bad_line`` naming ``expected``."""
+    """One JSONL line parsed (orjson, else json for NaN, big integers, lone surrogates), checked to be an object."""
     try:
-        obj = _loads(line)
+        try:
+            obj = orjson.loads(line)
+        except ValueError:  # orjson.JSONDecodeError is a ValueError
+            obj = json.loads(line)
     except json.JSONDecodeError:
         raise bad_line(path, line_no, expected, line) from None
     if not isinstance(obj, dict):
@@ -142,7 +135,7 @@ def json_object(path: Path, line_no: int, line: str, expected: str) -> dict:
 
 
 def json_id(value: object) -> str | None:
-    # JSON ids are sometimes numbers; bool is an int subclass but never a sensible id.
+    """A JSON id as text: a non-blank string or an integer (never a bool)."""
     if isinstance(value, str) and value.strip():
         return value.strip()
     if isinstance(value, int) and not isinstance(value, bool):
@@ -161,8 +154,7 @@ def add_doc(corpus: Corpus, seen: dict[str, int], path: Path, line_no: int, doc_
 
 
 def check_doc_text(path: Path, line_no: int, title: str, body: str, line: str) -> None:
-    """A title-only document is allowed; one with nothing to read is not."""
-    if not body.strip() and not title.strip():
+    if not body.strip() and not title.strip():  # a title-only document is allowed
         raise bad_line(path, line_no, "a document with non-empty text", line, "add text or remove that line")
 
 
@@ -215,14 +207,6 @@ def load_queries(path: PathLike) -> Queries:
     return queries
 
 
-def _int_score(field: str) -> int | None:
-    try:
-        value = float(field)
-    except ValueError:
-        return None
-    return int(value) if value.is_integer() else None
-
-
 def load_qrels(path: PathLike) -> Qrels:
     """BEIR qrels TSV (query-id, corpus-id, integer score; header optional) or TREC qrels; score 0 is kept."""
     p = existing_file(path, "a qrels .tsv file")
@@ -234,7 +218,11 @@ def load_qrels(path: PathLike) -> Qrels:
         fields = [f.strip() for f in (line.split("\t") if "\t" in line else line.split())]
         if len(fields) == 4:
             fields = [fields[0], fields[2], fields[3]]
-        score = _int_score(fields[-1]) if len(fields) == 3 else None
+        try:
+            score = float(fields[-1]) if len(fields) == 3 else None
+        except ValueError:
+            score = None
+        score = int(score) if score is not None and score.is_integer() else None
         if score is None and first and len(fields) == 3:
             first = False  # a header row such as "query-id corpus-id score"
             continue
@@ -285,24 +273,15 @@ def load_beir(folder: PathLike, split: str = "test") -> tuple[Corpus, Queries, Q
     return load_corpus(root / "corpus.jsonl"), queries, qrels
 
 
-def write_beir(
-    folder: PathLike,
-    corpus: Corpus | Iterable[tuple[str, dict]],
-    queries: Queries,
-    qrels: Qrels,
-    split: str = "test",
-) -> Path:
-    """Write a BEIR folder: ``corpus`` (a dict, or (id, {title, text}) pairs streamed), ``queries`` and ``qrels`` as
-    ``qrels/<split>.tsv``, each file atomically, the qrels last (a folder with its qrels file is complete).
-    """
+def write_beir(folder: PathLike, corpus: Corpus, queries: Queries, qrels: Qrels, split: str = "test") -> Path:
+    """Write a BEIR folder, each file atomically, ``qrels/<split>.tsv`` last (a folder with its qrels is complete)."""
     root = Path(folder)
     root.mkdir(parents=True, exist_ok=True)
-    rows = corpus.items() if isinstance(corpus, dict) else corpus
-    with atomic_path(root / "corpus.jsonl") as tmp, open(tmp, "w", encoding="utf-8") as handle:
-        for doc_id, doc in rows:
-            handle.write(
-                json.dumps({"_id": doc_id, "title": doc.get("title", ""), "text": doc["text"]}) + "\n"
-            )
+    docs = (
+        json.dumps({"_id": d, "title": doc.get("title", ""), "text": doc["text"]})
+        for d, doc in corpus.items()
+    )
+    write_atomic(root / "corpus.jsonl", "".join(line + "\n" for line in docs))
     write_atomic(
         root / "queries.jsonl", "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items())
     )

@@ -21,11 +21,6 @@ from ctxir.types import CtxirError
 
 NLI_LABELS = ("entailment", "neutral", "contradiction")
 _SICK_SPLITS = {"train": "TRAIN", "dev": "TRIAL", "trial": "TRIAL", "test": "TEST"}
-_SICK_SEMEVAL_FILES = {
-    "TRAIN": "SICK_train.txt",
-    "TRIAL": "SICK_trial.txt",
-    "TEST": "SICK_test_annotated.txt",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,14 +114,13 @@ def _nli_label(path: Path, line_no: int, value: str) -> str:
 
 
 def load_sick(path: PathLike, split: str | None = None) -> list[SickPair]:
-    r"""SICK pairs from SICK.txt (``split`` "train", "dev" = "trial", "test" filters column SemEval_set) or from a
-    folder of SemEval-2014 files (``split`` picks SICK_train / SICK_trial / SICK_test_annotated).
+    r"""SICK pairs from SICK.txt (or its folder); ``split`` "train", "dev" = "trial" or "test" filters its SemEval_set.
 
     >>> import tempfile
     >>> folder = tempfile.TemporaryDirectory()
-    >>> lines = ["pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment",
-    ...          "4\tA boy is playing.\tA child is playing.\t4.5\tENTAILMENT"]
-    >>> _ = (Path(folder.name) / "SICK_trial.txt").write_text("\n".join(lines) + "\n")
+    >>> lines = ["pair_ID\tsentence_A\tsentence_B\tentailment_label\trelatedness_score\tSemEval_set",
+    ...          "4\tA boy is playing.\tA child is playing.\tENTAILMENT\t4.5\tTRIAL"]
+    >>> _ = (Path(folder.name) / "SICK.txt").write_text("\n".join(lines) + "\n")
     >>> load_sick(folder.name, split="dev")
     [SickPair(sentence_a='A boy is playing.', sentence_b='A child is playing.', relatedness=4.5, label='entailment')]
     >>> folder.cleanup()
@@ -135,49 +129,32 @@ def load_sick(path: PathLike, split: str | None = None) -> list[SickPair]:
         raise CtxirError(
             f"Unknown SICK split {split!r}; expected one of {', '.join(map(repr, _SICK_SPLITS))}."
         )
-    wanted = _SICK_SPLITS[split.lower()] if split is not None else None
-    p = Path(path)
-    if p.is_dir():
-        if (p / "SICK.txt").is_file():
-            p = p / "SICK.txt"
-        elif wanted is not None:
-            p = existing_file(p / _SICK_SEMEVAL_FILES[wanted], "a SemEval-2014 SICK file")
-            wanted = None  # the file is the split
-        else:
-            raise CtxirError(
-                f"{p} has no SICK.txt: pass split= 'train', 'dev' or 'test' to pick a SemEval-2014 file "
-                f"({', '.join(_SICK_SEMEVAL_FILES.values())})."
-            )
-    p = existing_file(p, "SICK.txt or a SemEval-2014 SICK file")
+    p = Path(path) / "SICK.txt" if Path(path).is_dir() else Path(path)
+    p = existing_file(p, "SICK.txt")
     rows = tsv_rows(read_text(p))
     header_line, header = next(rows, (1, []))
     cols = {name.strip(): i for i, name in enumerate(header)}
-    label_col = "entailment_label" if "entailment_label" in cols else "entailment_judgment"
-    needed = ["sentence_A", "sentence_B", "relatedness_score", label_col]
-    if wanted is not None:
-        needed.append("SemEval_set")
+    needed = ["sentence_A", "sentence_B", "relatedness_score", "entailment_label", "SemEval_set"]
     absent = [c for c in needed if c not in cols]
     if absent:
         raise CtxirError(
             f"{short_name(p)} line {header_line}: header lacks column(s) {', '.join(absent)}; got {show(chr(9).join(header))}"
-            " — expected SICK.txt (with SemEval_set for split=) or a SemEval-2014 SICK file with its header row."
+            " — expected SICK.txt with its header row."
         )
-    ia, ib, ir, il = (cols[c] for c in needed[:4])
-    iset = cols.get("SemEval_set")
+    ia, ib, ir, il, iset = (cols[c] for c in needed)
     width = max(cols[c] for c in needed) + 1
     expected = f"{len(header)} tab-separated columns as in the header, relatedness 1-5"
     pairs: list[SickPair] = []
     for line_no, row in rows:
         if len(row) < width:
             raise bad_line(p, line_no, expected, "\t".join(row))
-        if wanted is not None and iset is not None and row[iset].strip().upper() != wanted:
+        if split is not None and row[iset].strip().upper() != _SICK_SPLITS[split.lower()]:
             continue
         try:
             relatedness = float(row[ir])
         except ValueError:
             raise bad_line(p, line_no, expected, "\t".join(row)) from None
-        label = _nli_label(p, line_no, row[il])
-        pairs.append(SickPair(row[ia].strip(), row[ib].strip(), relatedness, label))
+        pairs.append(SickPair(row[ia].strip(), row[ib].strip(), relatedness, _nli_label(p, line_no, row[il])))
     if not pairs:
         raise CtxirError(
             f"{short_name(p)} contains no sentence pairs" + (f" for split {split!r}." if split else ".")
