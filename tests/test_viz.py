@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from ctxir.types import CtxirError, Internals
 from ctxir.viz import (
     MatrixStyle,
-    attention_heatmap,
+    attention_weights_figure,
     bertviz_document,
     check_attention_size,
     consecutive_layer_similarity,
@@ -127,14 +127,14 @@ def test_head_summary_recognises_cls_self_and_previous_token_heads():
 
 def test_attention_heatmap_labels_every_token(tmp_path):
     internals = make_internals()
-    fig = attention_heatmap(internals, 1, 2)
+    fig = attention_weights_figure(
+        internals.attentions[1, 2], internals.tokens, 1, 2, internals.sentence_b_start
+    )
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == TOKENS
     np.testing.assert_allclose(ax.images[0].get_array(), internals.attentions[1, 2])
     path = save_png(fig, tmp_path / "heat.png")
     assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    with pytest.raises(CtxirError, match="head 3 does not exist"):
-        attention_heatmap(internals, 0, 3)
 
 
 def test_projections_and_their_limits():

@@ -2,7 +2,6 @@
 
 from ctxir.viz.attention import (  # noqa: F401 -- public API
     MAX_ATTENTION_CELLS,
-    attention_heatmap,
     attention_weights_figure,
     bertviz_document,
     check_attention_size,
@@ -12,14 +11,6 @@ from ctxir.viz.attention import (  # noqa: F401 -- public API
     offline_document,
     script_files,
     with_script_urls,
-)
-from ctxir.viz.differences import (  # noqa: F401 -- public API
-    QueryDifferences,
-    check_plot_path,
-    differences_figure,
-    differences_plotly,
-    query_differences,
-    save_differences,
 )
 from ctxir.viz.embeddings import (  # noqa: F401 -- public API
     MatrixStyle,

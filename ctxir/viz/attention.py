@@ -7,14 +7,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import html
+import importlib.resources
 import re
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import numpy as np
 
 from ctxir.types import CtxirError, Internals
-from ctxir.viz.embeddings import annotate, new_figure
+from ctxir.viz.embeddings import MatrixStyle, heatmap_figure, new_figure
 
 _CDN_SCRIPT = re.compile(r"<script[^>]*src=\"https?://[^\"]*\"[^>]*>\s*</script>", re.IGNORECASE)
 _REMOTE_LOAD = re.compile(r"(src|href)=[\"']?https?://|['\"]https?://[^'\"]*\.js['\"]", re.IGNORECASE)
@@ -52,38 +52,33 @@ _AUTO_HEIGHT = """
 
 
 @functools.cache
+def _package_script(package: str, file: str) -> str:
+    """``file`` of the installed ``package`` (also its pip name)."""
+    pip = package.replace(".pkg.", "-")
+    try:
+        path = importlib.resources.files(package) / file
+    except ModuleNotFoundError as err:
+        raise CtxirError(
+            f"the attention view needs {file} from the {pip!r} package: pip install {pip}"
+        ) from err
+    if not path.is_file():
+        raise CtxirError(f"{package} is installed but {path} is missing: reinstall it (pip install -U {pip})")
+    return path.read_text(encoding="utf-8")
+
+
 def d3_v5_source() -> str:
-    try:
-        import mpld3
-    except ImportError as err:
-        raise CtxirError(
-            "the attention view needs d3 v5 from the 'mpld3' package: pip install mpld3"
-        ) from err
-    path = Path(mpld3.__file__).parent / "js" / "d3.v5.min.js"
-    if not path.is_file():
-        raise CtxirError(f"mpld3 is installed but {path} is missing: reinstall mpld3 (pip install -U mpld3)")
-    return path.read_text(encoding="utf-8")
+    return _package_script("mpld3", "js/d3.v5.min.js")
 
 
-@functools.cache
 def jquery_source() -> str:
-    try:
-        from xstatic.pkg import jquery
-    except ImportError as err:
-        raise CtxirError(
-            "the attention view needs jQuery from the 'xstatic-jquery' package: pip install xstatic-jquery"
-        ) from err
-    path = Path(jquery.BASE_DIR) / "jquery.min.js"
-    if not path.is_file():
-        raise CtxirError(f"xstatic-jquery is installed but {path} is missing: reinstall xstatic-jquery")
-    return path.read_text(encoding="utf-8")
+    return _package_script("xstatic.pkg.jquery", "data/jquery.min.js")
 
 
 def _inline_script(source: str) -> str:
     return "<script>\n" + source.replace("</script", "<\\/script") + "\n</script>\n"
 
 
-def offline_document(bertviz_html: str, title: str = "ctxir attention view", auto_height: bool = True) -> str:
+def offline_document(bertviz_html: str, title: str = "ctxir attention view") -> str:
     """bertviz's returned HTML → a standalone page that draws without any network access."""
     body = _CDN_SCRIPT.sub("", bertviz_html)
     body = _REQUIRE_CONFIG.sub("", body)
@@ -110,12 +105,7 @@ def offline_document(bertviz_html: str, title: str = "ctxir attention view", aut
             "bertviz's HTML still references an online URL after removing its CDN loads: "
             "this bertviz version is not supported offline (ctxir is tested with bertviz 1.4.1)"
         )
-    head = (
-        _inline_script(jquery_source())
-        + _inline_script(d3_v5_source())
-        + _inline_script(_REQUIRE_SHIM)
-        + (_inline_script(_AUTO_HEIGHT) if auto_height else "")
-    )
+    head = "".join(map(_inline_script, (jquery_source(), d3_v5_source(), _REQUIRE_SHIM, _AUTO_HEIGHT)))
     return (
         '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
         f"<title>{html.escape(title)}</title>\n{head}</head>\n"
@@ -200,7 +190,6 @@ def bertviz_document(
     heads: Sequence[int] | None = None,
     decimals: int = 3,
     max_tokens: int = 256,
-    max_cells: int = MAX_ATTENTION_CELLS,
 ) -> str:
     """bertviz's head view or model view as a standalone HTML page that draws offline."""
     import torch
@@ -208,7 +197,7 @@ def bertviz_document(
 
     if view not in VIEWS:
         raise CtxirError(f"view {view!r} is not known: use one of {', '.join(VIEWS)}")
-    layers, heads = check_attention_size(internals, layers, heads, max_tokens, max_cells)
+    layers, heads = check_attention_size(internals, layers, heads, max_tokens)
     # float64, so the rounded values print short
     rounded = np.round(internals.attentions.astype(np.float64), decimals)  # (layers, heads, tokens, tokens)
     shown = {
@@ -227,47 +216,18 @@ def bertviz_document(
     return offline_document(html, title=f"ctxir attention {view} view")
 
 
-def attention_heatmap(internals: Internals, layer: int, head: int):
-    """(tokens × tokens) weights of one head as a matplotlib figure; rows attend to columns."""
-    n_layers, n_heads, _, _ = internals.attentions.shape
-    select_indices([layer], n_layers, "layer")
-    select_indices([head], n_heads, "head")
-    return attention_weights_figure(
-        internals.attentions[layer, head], internals.tokens, layer, head, internals.sentence_b_start
-    )
-
-
 def attention_weights_figure(
     weights, tokens: list[str], layer: int, head: int, sentence_b_start: int | None = None
 ):
-    """``attention_heatmap`` from one head's (tokens × tokens) weights themselves (e.g. the app's rounded JSON)."""
-    weights = np.asarray(weights, dtype=np.float64)
-    n_tokens = len(tokens)
-    if weights.shape != (n_tokens, n_tokens):
-        raise CtxirError(
-            f"attention weights have shape {weights.shape} but {n_tokens} tokens need ({n_tokens}, {n_tokens}): "
-            "pass one head's weights for these tokens"
-        )
-    size = min(4 + 0.22 * n_tokens, 30)
-    fig = new_figure((size + 1.5, size))
-    ax = fig.subplots()
-    image = ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=max(float(weights.max()), 1e-6))
-    # every token up to 80, beyond that every k-th
-    step = -(-n_tokens // 80)
-    ticks = list(range(0, n_tokens, step))
-    ax.set_xticks(ticks, [tokens[i] for i in ticks], rotation=90, fontsize=8)
-    ax.set_yticks(ticks, [tokens[i] for i in ticks], fontsize=8)
-    ax.set_xlabel("attended to (key)")
-    ax.set_ylabel("attending (query)")
+    """One head's (tokens × tokens) weights as a matplotlib heatmap; rows attend to columns."""
+    title = f"attention, layer {layer} head {head} (each row sums to 1)"
+    style = MatrixStyle(
+        0.0, annotate=len(tokens) <= 24, xlabel="attended to (key)", ylabel="attending (query)"
+    )
+    fig = heatmap_figure(weights, tokens, tokens, title, style)
     if sentence_b_start is not None:
-        edge = sentence_b_start - 0.5
-        ax.axhline(edge, color="white", lw=1)
-        ax.axvline(edge, color="white", lw=1)
-    if n_tokens <= 24:
-        annotate(ax, weights, 6, 0.6 * weights.max())
-    ax.set_title(f"attention, layer {layer} head {head} (each row sums to 1)")
-    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
-    fig.set_layout_engine("tight")
+        fig.axes[0].axhline(sentence_b_start - 0.5, color="white", lw=1)
+        fig.axes[0].axvline(sentence_b_start - 0.5, color="white", lw=1)
     return fig
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -60,7 +61,7 @@ def projection_figure(
     labels: Sequence[str],
     groups: Sequence[int],
     group_names: Sequence[str],
-    highlight: Sequence[bool] | None = None,
+    highlight: Sequence[bool],
 ):
     """Grid of scatter plots: one row per method, one column per layer; colour = sentence."""
     methods = sorted({m for m, _ in points}, key=PROJECTIONS.index)
@@ -68,32 +69,25 @@ def projection_figure(
     fig = new_figure((6.5 * len(layers), 5.5 * len(methods)))
     axes = fig.subplots(len(methods), len(layers), squeeze=False)
     cmap = matplotlib.colormaps["tab10"]
-    highlight = list(highlight) if highlight is not None else [False] * len(labels)
-    for r, method in enumerate(methods):
-        for c, layer in enumerate(layers):
-            ax = axes[r][c]
-            xy = points[(method, layer)]
-            for g, name in enumerate(group_names):
-                idx = [i for i, gi in enumerate(groups) if gi == g]
-                ax.scatter(xy[idx, 0], xy[idx, 1], color=cmap(g % 10), s=28, label=name[:40], alpha=0.85)
-            for i, label in enumerate(labels):
-                ax.annotate(
-                    label,
-                    xy[i],
-                    fontsize=9 if highlight[i] else 7,
-                    fontweight="bold" if highlight[i] else "normal",
-                    color="black" if highlight[i] else "dimgray",
-                    xytext=(2, 2),
-                    textcoords="offset points",
-                )
-            marked = [i for i, h in enumerate(highlight) if h]
-            if marked:
-                ax.scatter(
-                    xy[marked, 0], xy[marked, 1], s=140, facecolors="none", edgecolors="black", linewidths=1.5
-                )
-            ax.set_title(projection_title(method, layer))
-            ax.set_xticks([])
-            ax.set_yticks([])
+    marked = [i for i, h in enumerate(highlight) if h]
+    for (r, method), (c, layer) in itertools.product(enumerate(methods), enumerate(layers)):
+        ax = axes[r][c]
+        xy = points[(method, layer)]
+        for g, name in enumerate(group_names):
+            idx = [i for i, gi in enumerate(groups) if gi == g]
+            ax.scatter(xy[idx, 0], xy[idx, 1], color=cmap(g % 10), s=28, label=name[:40], alpha=0.85)
+        for i, label in enumerate(labels):
+            size, weight, color = (9, "bold", "black") if highlight[i] else (7, "normal", "dimgray")
+            ax.annotate(
+                label, xy[i], (2, 2), textcoords="offset points", size=size, weight=weight, color=color
+            )
+        if marked:
+            ax.scatter(
+                xy[marked, 0], xy[marked, 1], s=140, facecolors="none", edgecolors="black", linewidths=1.5
+            )
+        ax.set_title(projection_title(method, layer))
+        ax.set_xticks([])
+        ax.set_yticks([])
     axes[0][0].legend(fontsize=7, loc="best")
     fig.set_layout_engine("tight")
     return fig
@@ -158,20 +152,16 @@ def heatmap_figure(
     ax.set_xlabel(style.xlabel)
     ax.set_ylabel(style.ylabel)
     if style.annotate if style.annotate is not None else rows * cols <= 200:
-        annotate(ax, matrix, 7, (np.nanmax(matrix) + np.nanmin(matrix)) / 2)
+        dark_above = (
+            np.nanmax(matrix) + np.nanmin(matrix)
+        ) / 2  # black on the light cells, white on the dark
+        for (i, j), value in np.ndenumerate(matrix):
+            color = "black" if value > dark_above else "white"
+            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7, color=color, in_layout=False)
     ax.set_title(title)
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     fig.set_layout_engine("tight")
     return fig
-
-
-def annotate(ax, matrix: np.ndarray, fontsize: int, dark_above: float) -> None:
-    """Each cell's value written on it: black on cells above ``dark_above``, white on the others."""
-    for (i, j), value in np.ndenumerate(matrix):
-        color = "black" if value > dark_above else "white"
-        ax.text(
-            j, i, f"{value:.2f}", ha="center", va="center", fontsize=fontsize, color=color, in_layout=False
-        )
 
 
 def scores_figure(documents: Sequence[str], columns: dict[str, Sequence[float | None]]):
