@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
+from tqdm.auto import tqdm
+
 from ctxir.checks import check_choice
 from ctxir.cli import cli_main, flag
 from ctxir.data.beir import load_beir
@@ -85,8 +87,8 @@ def tune_hybrid(hybrid: HybridRetriever, queries: Queries, qrels: Qrels, metric:
     return best
 
 
-# Printed; the JSON file keeps every metric and per-query value.
 PAIRED_KS = (1, 5, 10, 20, 50)  # --task paired: the k of Recall@k
+# Printed; the JSON file keeps every metric and per-query value.
 SHOWN_METRICS = ("nDCG@10", "MRR@10", "MAP@100", "Recall@10", "Recall@100", "P@10", "spearman", "pearson")
 
 
@@ -152,17 +154,14 @@ def _encoder(args: EvaluateArgs, model: str = ""):
     )
 
 
-def prompts_used(*encoders) -> dict:
-    """``{model: {"query": prompt, "document": prompt}}`` of the bi-encoders (or the retrievers' bi-encoders)."""
-    found = {}
-    for item in encoders:
-        if hasattr(item, "retrievers"):
-            found.update(prompts_used(*item.retrievers))
-        elif isinstance(getattr(item, "encoder", None), BiEncoder):
-            found.update(prompts_used(item.encoder))
-        elif isinstance(item, BiEncoder):
-            found[item.name] = {"query": item.query_prompt, "document": item.document_prompt}
-    return found
+def prompts_used(item) -> dict:
+    """``{model: {"query": prompt, "document": prompt}}`` of a bi-encoder or a first stage's bi-encoders."""
+    encoders = [getattr(part, "encoder", part) for part in getattr(item, "retrievers", [item])]
+    return {
+        e.name: {"query": e.query_prompt, "document": e.document_prompt}
+        for e in encoders
+        if isinstance(e, BiEncoder)
+    }
 
 
 def run_pairs(args: EvaluateArgs, task: str) -> dict:
@@ -172,8 +171,10 @@ def run_pairs(args: EvaluateArgs, task: str) -> dict:
     else:
         pairs = load_sts(args.data, None if Path(args.data).is_file() else args.split)
     if task == "sts" and args.rerank != "none":
-        texts = [(a, b) for a, b, _ in pairs]
-        predicted = RERANKERS[args.rerank].score_pair_list(_reranker(args), texts, args.batch_size)
+        kind, reranker = RERANKERS[args.rerank], _reranker(args)
+        predicted = [
+            float(kind.pair_scores(reranker, a, [b])[0]) for a, b, _ in tqdm(pairs, desc="scoring pairs")
+        ]
         system, prompts = f"{args.rerank} {args.reranker_model}", {}
     else:
         encoder = _encoder(args)

@@ -165,21 +165,15 @@ def report_from_results(
     return cases, report_meta(qrels, runs[system], metric, system, config, compared)
 
 
-def report_comparison(qrels: Qrels, runs: Mapping[str, Run], metric: str) -> dict | None:
-    """Every run against the first on ``metric``: per-query values and ``compare_systems``' p-values, for the report's
-    figure; None for fewer than 2 runs or 2 judged queries."""
-    if len(runs) < 2:
-        return None
+def _comparison(qrels: Qrels, runs: Mapping[str, Run], metric: str) -> dict:
+    """Every run against the first on ``metric``: per-query values and ``compare_systems``' p-values."""
     values = {name: metric_values(qrels, run, metric) for name, run in runs.items()}
-    baseline = next(iter(values))
-    if len(values[baseline]) < 2:
-        return None
     result = compare_systems(
         {name: {q: {metric: v} for q, v in by_query.items()} for name, by_query in values.items()}, [metric]
     )
     rows = result["comparisons"]
     return {
-        "baseline": baseline,
+        "baseline": result["baseline"],
         "metric": metric,
         "test": result["test"],
         "correction": result["correction"],
@@ -190,12 +184,12 @@ def report_comparison(qrels: Qrels, runs: Mapping[str, Run], metric: str) -> dic
 
 
 def report_meta(qrels: Qrels, run: Run, metric: str, system: str, config=None, compare=None, **extra) -> dict:
-    """The report's header: the system, the metric's mean, the data, the ``compare`` runs' ``report_comparison``."""
+    """The report's header: the system, the metric's mean, the data, the ``compare`` runs against the first (2 runs and
+    2 judged queries at least)."""
     values = metric_values(qrels, run, metric)
     config = dict(config or {})
-    comparison = report_comparison(qrels, compare or {}, metric)
-    if comparison:
-        extra["comparison"] = comparison
+    if len(compare or {}) > 1 and len(values) > 1:
+        extra["comparison"] = _comparison(qrels, compare, metric)
     return {
         "system": system,
         "metric": metric,
@@ -282,16 +276,12 @@ def make_report(
     meta: dict,
     corpus: Corpus,
     explainers: Mapping | None = None,
-    pairs_per_query: int = 1,
-    show_progress: bool = True,
 ) -> tuple[Path, Path]:
     """Explain ``cases`` with ``explainers`` (``explain_failures`` keywords), write both files and say so."""
     report_paths(path)  # a wrong name fails before minutes of explaining
     explainers = {k: v for k, v in (explainers or {}).items() if v is not None}
     if explainers:
-        cases = explain_failures(
-            cases, corpus, pairs_per_query=pairs_per_query, show_progress=show_progress, **explainers
-        )
+        cases = explain_failures(cases, corpus, show_progress=True, **explainers)
         meta = {**meta, "explained_with": [_model_name(k, v) for k, v in explainers.items()]}
     html_path, json_path = write_report(path, cases, meta)
     print(f"wrote {html_path} and {json_path}")

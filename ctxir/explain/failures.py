@@ -26,11 +26,10 @@ def explain_failures(
     bm25=None,
     bi_encoder=None,
     reranker=None,
-    pairs_per_query: int = 1,
     n_steps: int | None = None,
     show_progress: bool = False,
 ) -> list[dict]:
-    """Copies of ``cases`` whose first ``pairs_per_query`` pairs carry ``explanations``, one per model given.
+    """Copies of ``cases`` whose first pair carries ``explanations``, one per model given.
 
     Each: ``model``, ``method``, ``exact``, ``about``, ``score_name``, ``winner`` / ``relevant`` (``score``, ``tokens``:
     [token, contribution] pairs), ``terms`` (per query term, largest difference first) and ``difference``."""
@@ -41,29 +40,21 @@ def explain_failures(
             "explain_failures needs a model: pass bm25=, bi_encoder= and/or reranker= "
             "(pipeline_explainers(pipeline) gives those of a Pipeline)"
         )
-    if isinstance(pairs_per_query, bool) or not isinstance(pairs_per_query, int) or pairs_per_query < 0:
-        raise CtxirError(f"pairs_per_query must be a whole number ≥ 0, got {pairs_per_query!r}")
-    explainers = []
-    if reranker is not None:
-        explainers.append(_reranker_explainer(reranker, n_steps or DEFAULT_IG_STEPS, corpus))
-    if bi_encoder is not None:
-        explainers.append(_BiEncoderExplainer(bi_encoder, n_steps or DEFAULT_IG_STEPS))
-    if bm25 is not None:
-        explainers.append(_BM25Explainer(bm25))
+    n_steps = n_steps or DEFAULT_IG_STEPS
+    explainers = [_reranker_explainer(reranker, n_steps, corpus)] if reranker is not None else []
+    explainers += [_bi_encoder_explainer(bi_encoder, n_steps)] if bi_encoder is not None else []
+    explainers += [_BM25Explainer(bm25)] if bm25 is not None else []
     out = []
     for case in tqdm(cases, desc="explaining failures", disable=not show_progress):
         case = {**case, "pairs": [dict(p) for p in case["pairs"]]}
-        for pair in case["pairs"][:pairs_per_query]:
-            winner, relevant = pair["winner"]["doc_id"], pair["relevant"]["doc_id"]
-            absent = [d for d in (winner, relevant) if d not in corpus]
+        for pair in case["pairs"][:1]:
+            ids = {side: pair[side]["doc_id"] for side in ("winner", "relevant")}
+            absent = [d for d in ids.values() if d not in corpus]
             if absent:
                 pair["explanations"] = []
                 pair["note"] = f"document {absent[0]!r} is not in the corpus: nothing to explain"
                 continue
-            docs = {
-                "winner": (winner, doc_text(corpus[winner])),
-                "relevant": (relevant, doc_text(corpus[relevant])),
-            }
+            docs = {side: (doc, doc_text(corpus[doc])) for side, doc in ids.items()}
             pair["explanations"] = [explainer(case["query"], docs) for explainer in explainers]
         out.append(case)
     return out
@@ -71,7 +62,6 @@ def explain_failures(
 
 def pipeline_explainers(pipeline) -> dict:
     """The models a ``Pipeline`` holds (its BM25, first bi-encoder, re-ranker) as ``explain_failures`` keywords."""
-
     first = pipeline.first_stage
     parts = first.retrievers if isinstance(first, HybridRetriever) else [first]
     found: dict = {}
@@ -93,6 +83,16 @@ def _whole_words(tokens: list[str], *values: list[float]) -> tuple[list[str], ..
     """Join word-pieces ("ct", "##cf" → "ctcf") and add their contributions."""
     words, index = _word_index(tokens)
     return (words, *(np.bincount(index, weights=v, minlength=len(words)).tolist() for v in values))
+
+
+def _word_values(tokens: list[str], values: list[float]) -> list[list]:
+    """[word, contribution] of whole words."""
+    return [[w, _short(v)] for w, v in zip(*_whole_words(tokens, values), strict=True)]
+
+
+def _query_terms(winner: tuple[list, list], relevant: tuple[list, list]) -> list[dict]:
+    """``_terms`` of the query's whole words where both sides read the same query tokens, else []."""
+    return _terms(*_whole_words(winner[0], winner[1], relevant[1])) if winner[0] == relevant[0] else []
 
 
 def _word_index(tokens: list[str]) -> tuple[list[str], list[int]]:
@@ -165,10 +165,7 @@ class _BM25Explainer:
         column = self.index.vocab_dict.get(term_id)
         if column is None or doc_id not in self.position:
             return 0.0
-        scores = self.index.scores
-        start, end = int(scores["indptr"][column]), int(scores["indptr"][column + 1])
-        hits = (scores["indices"][start:end] == self.position[doc_id]).nonzero()[0]
-        return float(scores["data"][start + hits[0]]) if len(hits) else 0.0
+        return float(self.index.get_scores_from_ids([column])[self.position[doc_id]])
 
     def _segments(self, text: str, weights: dict[int, float]) -> list[list]:
         segments: list[list] = []
@@ -219,95 +216,71 @@ class _BM25Explainer:
         return _report(kinds.BM25, "bm25-terms", "BM25 score", about, sides, terms)
 
 
-class _BiEncoderExplainer:
-    def __init__(self, model, n_steps: int):
-        self.model, self.n_steps = model, n_steps
-        st = getattr(model, "model", model)
-        self.max_length = getattr(st, "max_seq_length", None)
+def _bi_encoder_explainer(model, n_steps: int):
+    max_length = getattr(getattr(model, "model", model), "max_seq_length", None)
 
-    def __call__(self, query: str, docs: Mapping[str, tuple[str, str]]) -> dict:
-        runs = {
-            side: explain_bi_encoder(self.model, query, text, n_steps=self.n_steps)
-            for side, (_, text) in docs.items()
+    def side(run: dict) -> dict:
+        side = {
+            "score": run["cosine"],
+            "tokens": _word_values(run["document_tokens"], run["document_contributions"]),
         }
-        method = runs["winner"]["method"]
-        sides = {side: self._side(r) for side, r in runs.items()}
-        winner, relevant = runs["winner"], runs["relevant"]
-        terms = []
-        if winner["query_tokens"] == relevant["query_tokens"]:
-            terms = _terms(
-                *_whole_words(
-                    winner["query_tokens"], winner["query_contributions"], relevant["query_contributions"]
-                )
+        if run.get("pair_contributions") is not None:
+            side["top_pairs"] = _top_pairs(
+                run["query_tokens"], run["document_tokens"], run["pair_contributions"]
             )
+        if max_length and len(run["document_tokens"]) >= max_length:
+            side["truncated"] = f"the model reads only the first {max_length} word-pieces of this document"
+        return side | {key: run[key] for key in ("completeness_error", "n_steps") if key in run}
+
+    def explainer(query: str, docs: Mapping[str, tuple[str, str]]) -> dict:
+        runs = {s: explain_bi_encoder(model, query, text, n_steps=n_steps) for s, (_, text) in docs.items()}
+        winner, relevant = ((r["query_tokens"], r["query_contributions"]) for r in runs.values())
+        method = runs["winner"]["method"]
         about = (
             "exact split of the cosine of mean-pooled embeddings into query-token × document-token terms; a "
             "query token's contribution is its row sum"
         )
         if method != "exact":
             about = "Integrated Gradients of the cosine over each text's word-pieces (approximate: see the completeness error)"
-        result = _report(kinds.BI_ENCODER, method, "cosine", about, sides, terms)
-        if runs["winner"].get("note"):
-            result["note"] = runs["winner"]["note"]
-        return result
+        sides = {s: side(r) for s, r in runs.items()}
+        result = _report(kinds.BI_ENCODER, method, "cosine", about, sides, _query_terms(winner, relevant))
+        return result | ({"note": runs["winner"]["note"]} if runs["winner"].get("note") else {})
 
-    def _side(self, run: dict) -> dict:
-        words, values = _whole_words(run["document_tokens"], run["document_contributions"])
-        side = {
-            "score": run["cosine"],
-            "tokens": [[w, _short(v)] for w, v in zip(words, values, strict=True)],
-        }
-        if run.get("pair_contributions") is not None:
-            side["top_pairs"] = _top_pairs(
-                run["query_tokens"], run["document_tokens"], run["pair_contributions"]
-            )
-        if self.max_length and len(run["document_tokens"]) >= self.max_length:
-            side["truncated"] = (
-                f"the model reads only the first {self.max_length} word-pieces of this document"
-            )
-        for key in ("completeness_error", "n_steps"):
-            if key in run:
-                side[key] = run[key]
-        return side
+    return explainer
 
 
-def _reranker_explainer(reranker, n_steps: int, corpus: Mapping | None = None):
+def _reranker_explainer(reranker, n_steps: int, corpus: Mapping):
     kind = kind_of(reranker)
-    explain, name = explainer_for(kind), kind.name
-
-    def split(run: dict) -> tuple[list[str], list[float], list[list]]:
-        start = run.get("sentence_b_start") or len(run["tokens"])  # no segment ids: all shown as the document
-        words, values = _whole_words(run["tokens"][start:], run["attributions"][start:])
-        return (
-            run["tokens"][:start],
-            run["attributions"][:start],
-            [[w, _short(v)] for w, v in zip(words, values, strict=True)],
-        )
+    explain = explainer_for(kind)
+    keys = ("score", "baseline_score", "completeness_error", "n_steps")
 
     def explainer(query: str, docs: Mapping[str, tuple[str, str]]) -> dict:
         # the title: where a window-reading re-ranker cuts the document
-        runs = {}
-        for side, (doc_id, text) in docs.items():
-            title = ((corpus or {}).get(doc_id) or {}).get("title") or ""
-            runs[side] = explain(reranker, query, text, n_steps=n_steps, attention=False, title=title)
-        sides, query_parts = {}, {}
+        runs = {
+            side: explain(
+                reranker,
+                query,
+                text,
+                n_steps=n_steps,
+                attention=False,
+                title=(corpus.get(doc_id) or {}).get("title") or "",
+            )
+            for side, (doc_id, text) in docs.items()
+        }
+        sides, query_parts = {}, []
         for side, run in runs.items():
-            q_tokens, q_values, doc_tokens = split(run)
-            query_parts[side] = (q_tokens, q_values)
-            sides[side] = {
-                "score": run["score"],
-                "baseline_score": run["baseline_score"],
-                "tokens": doc_tokens,
-                "completeness_error": run["completeness_error"],
-                "n_steps": run["n_steps"],
-            }
-        (q_w, v_w), (q_r, v_r) = query_parts["winner"], query_parts["relevant"]
+            start = run.get("sentence_b_start") or len(
+                run["tokens"]
+            )  # no segment ids: all shown as the document
+            query_parts.append((run["tokens"][:start], run["attributions"][:start]))
+            tokens = _word_values(run["tokens"][start:], run["attributions"][start:])
+            sides[side] = {"tokens": tokens, **{key: run[key] for key in keys}}
         about = (
             "Integrated Gradients over the word-pieces of [CLS] query [SEP] document [SEP] (approximate: they add up to "
             "score − baseline score within the completeness error shown; the query's words are attributed in each "
             "pair separately)"
         )
-        terms = _terms(*_whole_words(q_w, v_w, v_r)) if q_w == q_r else []
-        return _report(name, "integrated-gradients", runs["winner"]["score_kind"], about, sides, terms)
+        terms = _query_terms(*query_parts)
+        return _report(kind.name, "integrated-gradients", runs["winner"]["score_kind"], about, sides, terms)
 
     return explainer

@@ -77,12 +77,6 @@ class RerankerKind:
         """(N,) what pair scoring shows for ``query`` against each of ``texts``."""
         return reranker.score_pairs(query, texts)
 
-    def score_pair_list(
-        self, reranker: Reranker, pairs: Sequence[tuple[str, str]], batch_size: int
-    ) -> list[float] | np.ndarray:
-        """(N,) scores of pairs that share no query (an STS benchmark)."""
-        return [float(self.pair_scores(reranker, a, [b])[0]) for a, b in pairs]
-
     @property
     def key(self) -> str:
         return self.name.replace("-", "_")
@@ -180,11 +174,6 @@ class CrossEncoderKind(RerankerKind):
     def wrap(self, obj: Any) -> Reranker:
         return obj if isinstance(obj, CrossEncoderReranker) else CrossEncoderReranker(obj)
 
-    def score_pair_list(
-        self, reranker: Reranker, pairs: Sequence[tuple[str, str]], batch_size: int
-    ) -> np.ndarray:
-        return reranker.model.predict(list(pairs), batch_size=batch_size, show_progress_bar=True)
-
 
 @dataclass(frozen=True)
 class StsCrossEncoderKind(CrossEncoderKind):
@@ -192,8 +181,6 @@ class StsCrossEncoderKind(CrossEncoderKind):
 
     def accepts(self, obj: Any) -> bool:
         return super().accepts(obj) and getattr(obj, "model_name", "") == self.shipped
-
-    score_pair_list = RerankerKind.score_pair_list
 
 
 @dataclass(frozen=True)
