@@ -61,15 +61,18 @@ def cached(tiny_st, tmp_path):
     return corpus, encoder, vectors
 
 
-def test_auto_picks_ann_from_the_threshold_and_config_says_so(cached):
+def test_auto_picks_ann_from_the_threshold_and_config_says_so(cached, monkeypatch):
     corpus, encoder, _ = cached
-    below = DenseRetriever(corpus, encoder, index="auto", auto_threshold=len(corpus) + 1)
-    at = DenseRetriever(corpus, encoder, index="auto", auto_threshold=len(corpus))
+    monkeypatch.setattr("ctxir.retrieval.retrievers.AUTO_ANN_THRESHOLD", len(corpus) + 1)
+    below = DenseRetriever(corpus, encoder, index="auto")
+    monkeypatch.setattr("ctxir.retrieval.retrievers.AUTO_ANN_THRESHOLD", len(corpus))
+    at = DenseRetriever(corpus, encoder, index="auto")
     assert (below.index_kind, below.ann, below.config["ann_settings"]) == ("exact", None, None)
     assert at.index_kind == "ann" and at.ann is not None
     assert at.config["index_choice"] == "auto" and at.config["index_kind"] == "ann"
     assert at.config["ann_settings"]["type"] == f"IVF{at.ann.params.nlist},sq8"
     assert at.ann_path.parent == encoder.cache.root and at.ann_path.name == f"{at.cache_key}.ann.faiss"
+    monkeypatch.undo()
     assert DenseRetriever(corpus, encoder).index_kind == (
         "ann" if len(corpus) >= AUTO_ANN_THRESHOLD else "exact"
     )
@@ -90,8 +93,6 @@ def test_the_index_is_an_argument_the_app_passes_down_and_bad_names_are_refused(
     assert CorpusIndex("c", corpus, tiny_st, cache=encoder.cache).dense.index_choice == "auto"
     with pytest.raises(CtxirError, match=r"index 'ivf' is not known: use one of 'auto', 'exact', 'ann'"):
         DenseRetriever(corpus, encoder, index="ivf")
-    with pytest.raises(CtxirError, match=r"auto_threshold must be a whole number of documents ≥ 0, got -1"):
-        DenseRetriever(corpus, encoder, index="auto", auto_threshold=-1)
 
 
 def test_ann_top_k_equals_exact_on_an_easy_set(cached):

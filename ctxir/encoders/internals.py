@@ -68,18 +68,10 @@ def inspect_text(
 def word_positions(tokens: list[str], word: str) -> list[int]:
     """Indices of the word-pieces that spell ``word`` (first occurrence)."""
     word = check_text(word, "word", hint="type the word to follow across layers").lower()
-    for start, token in enumerate(tokens):
-        if token.startswith("##"):
-            continue
-        pieces, spelled = [], ""
-        for j in range(start, len(tokens)):
-            piece = tokens[j][2:] if tokens[j].startswith("##") and j > start else tokens[j]
-            if j > start and not tokens[j].startswith("##"):
-                break
-            spelled += piece.lower()
-            pieces.append(j)
-            if spelled == word:
-                return pieces
+    starts = [i for i, token in enumerate(tokens) if not token.startswith("##")]
+    for start, end in zip(starts, [*starts[1:], len(tokens)], strict=True):
+        if "".join(t.removeprefix("##") for t in tokens[start:end]).lower() == word:
+            return list(range(start, end))
     raise CtxirError(
         f"word {word!r} is not in the tokenized text {' '.join(tokens)!r}: pick a word that appears"
     )

@@ -3,10 +3,10 @@ base layers in int8 (``OnnxCrossEncoder``); heads and pooling in torch."""
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -31,9 +31,6 @@ from ctxir.types import CtxirError
 # rows × tokens one run may hold: the exported graph materialises every head's attention scores in float32
 TOKENS_PER_RUN = 2048
 _EXPORT_LOCK = threading.Lock()
-OPEN_SESSIONS = 4  # OnnxEncoders kept for reuse, least recently used dropped first
-_OPEN: OrderedDict = OrderedDict()
-_OPEN_LOCK = threading.Lock()
 
 
 def _say(progress: bool, message: str) -> None:
@@ -183,6 +180,7 @@ def int8_model(model, folder: str | Path, progress: bool = True) -> Path:
     return _export_once(folder / INT8_FILE, make, progress, what)
 
 
+@functools.lru_cache(maxsize=4)  # the key holds the model, so its id is not reused while cached
 def open_int8(
     model,
     folder: str | Path,
@@ -193,21 +191,11 @@ def open_int8(
     include_prompt: bool = True,
 ) -> OnnxEncoder:
     """An ``OnnxEncoder`` over ``int8_model``, sessions shared per model and settings; an unreadable file is made again once."""
-    key = (str(Path(folder).resolve()), id(model), pooling, threads, batch_size, include_prompt)
-    with _OPEN_LOCK:
-        if key in _OPEN:
-            _OPEN.move_to_end(key)
-            return _OPEN[key][1]
-    encoder = _open_exported(
+    return _open_exported(
         lambda: int8_model(model, folder, progress),
         lambda path: OnnxEncoder(path, model, pooling, threads, batch_size, include_prompt),
         progress,
     )
-    with _OPEN_LOCK:
-        _OPEN[key] = (model, encoder)  # the model is held so that its id is not reused while the key exists
-        while len(_OPEN) > OPEN_SESSIONS:
-            _OPEN.popitem(last=False)
-    return encoder
 
 
 class OnnxCrossEncoder(_Session):

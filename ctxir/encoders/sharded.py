@@ -8,7 +8,6 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -26,33 +25,11 @@ from ctxir.encoders.shards import (
     texts_digest,
 )
 from ctxir.files import atomic_path, file_sha256, read_json, write_json
-from ctxir.types import CtxirError, doc_text
+from ctxir.types import Corpus, CtxirError, doc_text
 
 INSTALL_HINT = "pip install pymilvus==3.0.2 milvus-lite==3.2.2 'ray[data]==2.60.0'"
 # what a worker on another node needs to resolve models as this driver does
 _FORWARDED_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME", "HF_HUB_CACHE", "CTXIR_CACHE")
-
-
-def _source_rows(source) -> tuple[list[str], list[str]]:
-    """(ids, texts) from a corpus mapping, a BEIR corpus file/folder, a list of texts, or (id, text) pairs."""
-    if isinstance(source, str | Path):
-        from ctxir.data.user_corpus import load_corpus_any
-
-        source = load_corpus_any(source)
-    if isinstance(source, Mapping):
-        ids = [str(i) for i in source]
-        return ids, [
-            doc_text(source[i]) if isinstance(source[i], Mapping) else str(source[i]) for i in source
-        ]
-    rows = list(source)
-    if all(isinstance(r, str) for r in rows):
-        return [str(i) for i in range(len(rows))], rows
-    if all(isinstance(r, tuple | list) and len(r) == 2 for r in rows):
-        return [str(r[0]) for r in rows], [str(r[1]) for r in rows]
-    raise CtxirError(
-        "source must be a corpus {doc_id: {title, text}}, a corpus file or folder, a list of texts, "
-        "or a list of (doc_id, text) pairs"
-    )
 
 
 class _ShardEncoder:
@@ -159,14 +136,13 @@ def _ensure_ray(address: str | None, num_cpus: int, runtime_env: dict | None):
 
 @dataclass(frozen=True)
 class ShardingSettings:
-    """How ``encode_sharded`` runs: ``shard_size`` rows a file, each worker's resources (one GPU, or
-    ``threads_per_worker`` torch threads), the encoder's settings for a model given by name, and Ray."""
+    """How ``encode_sharded`` runs: ``shard_size`` rows a file, each worker's resources (one GPU, or one CPU
+    thread), the encoder's settings for a model given by name, and Ray."""
 
     num_workers: int = 1
     batch_size: int = 32
     shard_size: int = 10_000
     use_gpu: bool = False
-    threads_per_worker: int = 1
     pooling: str | None = None
     layer: int | None = None
     document_prompt: str | None = None
@@ -204,14 +180,13 @@ class _ShardJob:
             print(f"[encode_sharded] {message}", file=sys.stderr, flush=True)
 
 
-def encode_sharded(source, model, output_dir: str | Path, **options) -> ShardedEncoding:
-    """Encode ``source`` with ``num_workers`` Ray actors into ``output_dir``; return what was done.
+def encode_sharded(corpus: Corpus, model, output_dir: str | Path, **options) -> ShardedEncoding:
+    """Encode ``corpus`` with ``num_workers`` Ray actors into ``output_dir``; return what was done.
 
-    ``source``: a corpus ``{doc_id: {title, text}}``, a BEIR corpus file or folder, a list of texts or (doc_id, text)
-    pairs. ``model``: a name every worker can resolve, or a ``BiEncoder``/``SentenceTransformer`` (shipped by Ray).
+    ``model``: a name every worker can resolve, or a ``BiEncoder``/``SentenceTransformer`` (shipped by Ray).
     ``options``: ``ShardingSettings``'s fields. The files do not depend on ``num_workers``. Ray is started here unless
     it is running."""
-    job = _shard_job(source, model, Path(output_dir), check_options(ShardingSettings, options))
+    job = _shard_job(corpus, model, Path(output_dir), check_options(ShardingSettings, options))
     fingerprint = job.fingerprint
     todo = [
         (i, a, b)
@@ -224,7 +199,7 @@ def encode_sharded(source, model, output_dir: str | Path, **options) -> ShardedE
     job.say(
         f"{len(job.ids):,} docs in {len(job.plan)} shards of ≤{job.settings.shard_size:,}; "
         f"{len(result.skipped)} already written, {len(todo)} to encode with {job.settings.num_workers} "
-        f"worker(s) ({'1 GPU' if job.settings.use_gpu else f'{job.settings.threads_per_worker} thread(s)'} each)"
+        f"worker(s) ({'1 GPU' if job.settings.use_gpu else '1 thread'} each)"
     )
     if todo:
         _encode_shards(job, todo, result)
@@ -238,14 +213,13 @@ def encode_sharded(source, model, output_dir: str | Path, **options) -> ShardedE
     return result
 
 
-def _shard_job(source, model, folder: Path, settings: ShardingSettings) -> _ShardJob:
+def _shard_job(corpus: Corpus, model, folder: Path, settings: ShardingSettings) -> _ShardJob:
     from ctxir.encoders.bi_encoder import BiEncoder
 
-    ids, texts = _source_rows(source)
-    if not ids:
-        raise CtxirError("source is empty: nothing to encode")
-    if len(set(ids)) != len(ids):
-        raise CtxirError("source has repeated document ids: each id must be unique")
+    if not corpus:
+        raise CtxirError("corpus is empty: nothing to encode")
+    ids = [str(i) for i in corpus]
+    texts = [doc_text(corpus[i]) for i in corpus]
     folder.mkdir(parents=True, exist_ok=True)
     if isinstance(model, BiEncoder):
         settings = replace(
@@ -269,11 +243,7 @@ def _shard_job(source, model, folder: Path, settings: ShardingSettings) -> _Shar
 
 def _encode_shards(job: _ShardJob, todo: list[tuple[int, int, int]], result: ShardedEncoding) -> None:
     settings, fingerprint = job.settings, job.fingerprint
-    _ensure_ray(
-        settings.ray_address,
-        max(os.cpu_count() or 1, settings.num_workers * max(settings.threads_per_worker, 1)),
-        settings.runtime_env,
-    )
+    _ensure_ray(settings.ray_address, max(os.cpu_count() or 1, settings.num_workers), settings.runtime_env)
     import ray.data
 
     began = time.perf_counter()
@@ -283,7 +253,6 @@ def _encode_shards(job: _ShardJob, todo: list[tuple[int, int, int]], result: Sha
         {"shard": i, "start": a, "ids": job.ids[a:b], "texts": job.texts[a:b], "digest": job.digests[i]}
         for i, a, b in todo
     ]
-    resources = {"num_gpus": 1} if settings.use_gpu else {"num_cpus": max(settings.threads_per_worker, 1)}
     dataset = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
         _ShardEncoder,
         batch_size=1,
@@ -295,11 +264,11 @@ def _encode_shards(job: _ShardJob, todo: list[tuple[int, int, int]], result: Sha
             "layer": settings.layer,
             "document_prompt": settings.document_prompt,
             "device": "cuda" if settings.use_gpu else "cpu",
-            "threads": settings.threads_per_worker,
+            "threads": 1,
             "batch_size": settings.batch_size,
             "output_dir": str(job.folder.resolve()),
         },
-        **resources,
+        **({"num_gpus": 1} if settings.use_gpu else {"num_cpus": 1}),
     )
     try:
         for row in dataset.iter_rows():

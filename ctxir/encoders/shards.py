@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ctxir.encoders.bi_encoder import hash_texts
 from ctxir.files import file_sha256, read_json
 from ctxir.types import CtxirError
 
@@ -27,10 +28,7 @@ def shard_plan(rows: int, shard_size: int) -> list[tuple[int, int, int]]:
 def texts_digest(ids: Sequence[str], texts: Sequence[str]) -> str:
     """sha256 of (id, text) pairs in order: ties a shard's vectors to the exact texts that made them."""
     digest = hashlib.sha256()
-    for doc_id, text in zip(ids, texts, strict=True):
-        for part in (doc_id, text):
-            digest.update(part.encode("utf-8", "surrogatepass"))
-            digest.update(b"\x00")
+    hash_texts(digest, [part for pair in zip(ids, texts, strict=True) for part in pair])
     return digest.hexdigest()
 
 

@@ -135,8 +135,7 @@ def build_collection(
     settings = settings or CollectionSettings()
     meta = settings.meta(fingerprint, dim, corpus_digest, len(corpus))
     if client.has_collection(collection):
-        properties = client.describe_collection(collection).get("properties") or {}
-        old = json.loads(properties[META_PROPERTY]) if META_PROPERTY in properties else None
+        old = _stored_meta(client, collection)
         if old == meta and int(client.get_collection_stats(collection)["row_count"]) == len(corpus):
             return False
         # ctxir's own build, killed half-way
@@ -287,7 +286,12 @@ class VectorDBRetriever(Retriever):
                 f"collection {collection!r} does not exist at {uri}: build it with "
                 "VectorDBRetriever.from_corpus(...) or .from_shards(...)"
             )
-        self.meta = self._read_meta()
+        self.meta = _stored_meta(self.client, collection)
+        if not isinstance(self.meta, dict):
+            raise CtxirError(
+                f"collection {collection!r} was not built by ctxir (no {META_PROPERTY} property): "
+                "build it with VectorDBRetriever.from_corpus or .from_shards"
+            )
         if self.meta.get("complete") is False:
             raise CtxirError(
                 f"collection {collection!r} was not finished (its build was interrupted): build it again "
@@ -330,16 +334,6 @@ class VectorDBRetriever(Retriever):
     def config(self) -> dict:
         return {**super().config, **(self.encoder.config if self.encoder is not None else {})}
 
-    def _read_meta(self) -> dict:
-        properties = self.client.describe_collection(self.collection).get("properties") or {}
-        try:
-            return json.loads(properties[META_PROPERTY])
-        except (KeyError, TypeError, ValueError) as err:
-            raise CtxirError(
-                f"collection {self.collection!r} was not built by ctxir (no {META_PROPERTY} property): "
-                "build it with VectorDBRetriever.from_corpus or .from_shards"
-            ) from err
-
     @classmethod
     def from_corpus(
         cls,
@@ -371,12 +365,11 @@ class VectorDBRetriever(Retriever):
         uri: str = "ctxir.db",
         collection: str = "ctxir",
         mode: str = "dense",
-        keep_corpus: bool = True,
         token: str | None = None,
         **settings,
     ) -> VectorDBRetriever:
-        """Load ``encode_sharded``'s shards into the collection, one at a time; ``corpus`` supplies the texts
-        (``keep_corpus=False``: read back from the engine), ``encoder`` (the manifest's model) the queries."""
+        """Load ``encode_sharded``'s shards into the collection, one at a time; ``corpus`` supplies the texts,
+        ``encoder`` (the manifest's model) the queries."""
         manifest = read_manifest(manifest) if not isinstance(manifest, dict) else manifest
         encoder = encoder or BiEncoder()
         if encoder_fingerprint(encoder) != manifest["fingerprint"]:
@@ -404,8 +397,7 @@ class VectorDBRetriever(Retriever):
 
         fingerprint, dim = manifest["fingerprint"], manifest["dim"]
         client = _build(corpus, uri, token, collection, batches(), fingerprint, dim, settings)
-        kept = corpus if keep_corpus else None
-        return cls(kept, encoder, uri, collection, mode, token=token, client=client)
+        return cls(corpus, encoder, uri, collection, mode, token=token, client=client)
 
     def _limit(self, top_k: int) -> int:
         return max(1, min(top_k, self.rows, MAX_LIMIT))
@@ -462,6 +454,15 @@ class VectorDBRetriever(Retriever):
             self.collection, requests, pymilvus.RRFRanker(self.rrf_k), limit=limit, output_fields=fields
         )
         return [self._hits(r) for r in rows]
+
+
+def _stored_meta(client, collection: str) -> dict | None:
+    """What ctxir recorded of ``collection`` when it built it (None: nothing readable)."""
+    properties = client.describe_collection(collection).get("properties") or {}
+    try:
+        return json.loads(properties[META_PROPERTY])
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _build(corpus, uri, token, collection, batches, fingerprint: str, dim: int, settings: dict):

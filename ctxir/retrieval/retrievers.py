@@ -92,15 +92,14 @@ class BM25Retriever(Retriever):
 
     name = kinds.BM25
     config_fields = ("k1", "b", "method", "stemmer", "stopwords")
+    method, stopwords = "lucene", "en"  # bm25s's Lucene variant, its English stop words
 
     def __init__(
         self,
         corpus: Corpus,
         k1: float = 1.5,
         b: float = 0.75,
-        method: str = "lucene",
         stemmer: str | None = "english",
-        stopwords: str | None = "en",
         show_progress: bool = False,
         cache: str | Path | bool | None = None,
     ):
@@ -120,8 +119,8 @@ class BM25Retriever(Retriever):
                     "or none for no stemming"
                 )
             stem = Stemmer.Stemmer(stemmer)
-        self.k1, self.b, self.method, self.stemmer, self.stopwords = k1, b, method, stemmer, stopwords
-        self.tokenizer = Tokenizer(stemmer=stem, stopwords=stopwords or [])
+        self.k1, self.b, self.stemmer = k1, b, stemmer
+        self.tokenizer = Tokenizer(stemmer=stem, stopwords=self.stopwords)
         texts = [doc_text(corpus[i]) for i in self.doc_ids]
         folder = self._cache_folder(cache, texts)
         why = self._load(folder) if folder is not None else ""
@@ -129,7 +128,7 @@ class BM25Retriever(Retriever):
             self.cache_status = "loaded"
             return
         tokens = self.tokenizer.tokenize(texts, return_as="ids", show_progress=show_progress)
-        self.index = bm25s.BM25(k1=k1, b=b, method=method)
+        self.index = bm25s.BM25(k1=k1, b=b, method=self.method)
         self.index.index(tokens, show_progress=show_progress)
         self.cache_status = f"built: {why}" if why else "built"
         if folder is not None:
@@ -226,7 +225,7 @@ class BM25Retriever(Retriever):
 
 class DenseRetriever(Retriever):
     """Cosine search over a bi-encoder's (cached) corpus embeddings: ``index`` "exact", "ann" (``AnnIndex``) or
-    "auto" ("ann" from ``auto_threshold``, default ``AUTO_ANN_THRESHOLD``, documents up).
+    "auto" ("ann" from ``AUTO_ANN_THRESHOLD`` documents up).
 
     >>> from ctxir import BiEncoder
     >>> corpus = {"d1": {"title": "Otters", "text": "Otters dig dens in the river bank."},
@@ -247,15 +246,9 @@ class DenseRetriever(Retriever):
         index: str = "auto",
         show_progress: bool | None = None,
         ann_params=None,
-        auto_threshold: int | None = None,
     ):
         super().__init__(corpus)
         self.index_choice = check_choice(index, "index", DENSE_INDEXES)
-        threshold = self.auto_threshold = AUTO_ANN_THRESHOLD if auto_threshold is None else auto_threshold
-        if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
-            raise CtxirError(
-                f"auto_threshold must be a whole number of documents ≥ 0, got {auto_threshold!r}"
-            )
         self.encoder = encoder or BiEncoder()
         texts = [doc_text(corpus[i]) for i in self.doc_ids]
         # the embedding cache key (hashes every text): also the ANN index's file name and part of its fingerprint
@@ -264,7 +257,7 @@ class DenseRetriever(Retriever):
         self.embeddings = self.encoder.encode_cached(
             texts, show_progress, mmap=True, key=self.cache_key, role="document"
         )
-        auto = "ann" if len(self.doc_ids) >= threshold else "exact"
+        auto = "ann" if len(self.doc_ids) >= AUTO_ANN_THRESHOLD else "exact"
         self.index_kind = auto if self.index_choice == "auto" else self.index_choice
         self.ann = None
         if self.index_kind == "ann":
