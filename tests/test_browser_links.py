@@ -61,9 +61,11 @@ def test_a_page_opens_only_the_view_its_link_names(app_state):
     loads = [fn for fn in demo.fns.values() if fn.name == "open_link"]
     assert len(loads) == len(links.LINKED)  # one per linked view, each filling only its own tab
 
+    from starlette.datastructures import QueryParams
+
     class Request:
         def __init__(self, **params):
-            self.query_params = params
+            self.query_params = QueryParams(params)
 
     def changed(fn, request) -> list:
         return [value for value in fn.fn(request) if not (isinstance(value, dict) and value == gr.skip())]

@@ -58,8 +58,8 @@ class CorpusIndex:
         self.stages = {name: kind.build(self._parts) for name, kind in FIRST_STAGES.items()}
         step(1.0, "ready")
 
-    def _encode_in_steps(self, encoder, step: Progress, chunk: int | None = None) -> None:
-        """Encode the corpus into the embedding cache ``chunk`` documents at a time, reporting each."""
+    def _encode_in_steps(self, encoder, step: Progress) -> None:
+        """Encode the corpus into the embedding cache ``ENCODE_CHUNK`` documents at a time, reporting each."""
         if encoder.cache is None:
             step(0.1, f"encoding {len(self.corpus):,} documents")
             return
@@ -70,7 +70,7 @@ class CorpusIndex:
             if encoder.cache.get(key, mmap=True) is not None:  # mapped, not read: a 1M matrix is 1.5 GB
                 step(0.9, f"embeddings of {len(texts):,} documents read from the cache")
                 return
-            parts, chunk = [], chunk or ENCODE_CHUNK
+            parts, chunk = [], ENCODE_CHUNK
             for start in range(0, len(texts), chunk):
                 step(
                     0.9 * start / len(texts),
@@ -151,19 +151,12 @@ class CorpusIndex:
 class Indexing:
     """How far the startup corpus's index has got."""
 
-    def __init__(
-        self,
-        name: str,
-        documents: int,
-        progress: Progress | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ):
-        self.name, self.documents, self.clock = name, documents, clock
-        self.started = clock()
+    def __init__(self, name: str, documents: int, progress: Progress | None = None):
+        self.name, self.documents, self._progress = name, documents, progress
+        self.started = time.monotonic()
         self.fraction, self.message = 0.0, "starting"
         self.error: str | None = None
         self.done = threading.Event()
-        self._progress = progress
 
     def step(self, fraction: float, message: str) -> None:
         self.fraction, self.message = float(fraction), message
@@ -184,7 +177,7 @@ class Indexing:
             )
         if self.done.is_set():
             return ""
-        elapsed = self.clock() - self.started
+        elapsed = time.monotonic() - self.started
         return (
             f"Indexing corpus {self.name!r} ({self.documents:,} documents): {self.message} · "
             f"{self.fraction:.0%} · {elapsed:.0f} s so far. Searching it works when this is done; the other "
@@ -200,7 +193,7 @@ class Indexing:
             )
         return (
             f"corpus {self.name!r} is still being indexed ({self.message}; {self.fraction:.0%} after "
-            f"{self.clock() - self.started:.0f} s): try again when the line at the top of the page is gone. "
+            f"{time.monotonic() - self.started:.0f} s): try again when the line at the top of the page is gone. "
             "Pair scoring, Explain, Token embeddings and Attention work meanwhile"
         )
 
@@ -247,7 +240,7 @@ class UploadStore:
         if name in own:
             return [], []  # a re-upload replaces itself
         own_drops = list(own)[: max(0, len(own) - self.max_corpora + 1)]
-        total = sum(len(corpora) for corpora in self._uploads.values()) - len(own_drops)
+        total = self.count - len(own_drops)
         excess = total + 1 - self.max_total
         evict: list[tuple[Owner, str]] = []
         if excess > 0:
@@ -281,7 +274,7 @@ class UploadStore:
             own_drops, evict = self._plan(owner, index.name)
             for other, name in evict:
                 del self._uploads[other][name]
-                logger.info("released an upload of an idle visitor (%d left app-wide)", self._count())
+                logger.info("released an upload of an idle visitor (%d left app-wide)", self.count)
                 if not self._uploads[other]:
                     del self._uploads[other]
                     self._last_seen.pop(other, None)
@@ -302,11 +295,7 @@ class UploadStore:
             logger.info("released %d upload(s) of a session that ended", len(released))
         return released
 
-    def _count(self) -> int:
-        return sum(len(corpora) for corpora in self._uploads.values())
-
     @property
     def count(self) -> int:
         """Uploaded corpora in memory, all owners together."""
-        with self._lock:
-            return self._count()
+        return sum(len(corpora) for corpora in list(self._uploads.values()))

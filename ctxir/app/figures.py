@@ -84,11 +84,9 @@ def heatmap(
     zmin, zmax, decimals, value_name = style.zmin, style.zmax, style.decimals, style.value_name
     z = np.asarray(matrix, dtype=np.float64)
     rows, cols = z.shape
-    row_names = list(hover_labels) if hover_labels is not None else list(row_labels)
-    col_names = list(hover_labels) if hover_labels is not None else list(col_labels)
-    custom = np.dstack(
-        [np.array([[str(r)] * cols for r in row_names]), np.array([[str(c) for c in col_names]] * rows)]
-    )
+    names = [hover_labels] * 2 if hover_labels is not None else [row_labels, col_labels]
+    columns, rows_ = np.meshgrid([str(c) for c in names[1]], [str(r) for r in names[0]])
+    custom = np.dstack([rows_, columns])  # (row name, column name) per cell
     if style.diverging:
         bound = float(np.nanmax(np.abs(z))) if z.size else 1.0
         zmin, zmax, scale = -(bound or 1.0), bound or 1.0, DIVERGING
@@ -117,11 +115,7 @@ def heatmap(
 
 
 def token_bars(
-    tokens: Sequence[str],
-    values: Sequence[float],
-    title: str,
-    value_name: str = "attribution",
-    split: int | None = None,
+    tokens: Sequence[str], values: Sequence[float], title: str, split: int | None = None
 ) -> go.Figure:
     """One bar per token (red raised the score, violet lowered it); ``split`` marks where the document starts."""
     values = np.asarray(values, dtype=np.float64)
@@ -131,11 +125,11 @@ def token_bars(
             y=values,
             marker_color=[RAISES if v > 0 else LOWERS for v in values],
             customdata=list(tokens),
-            hovertemplate=f"<b>%{{customdata}}</b><br>{value_name} %{{y:.4f}}<extra></extra>",
+            hovertemplate="<b>%{customdata}</b><br>attribution %{y:.4f}<extra></extra>",
         )
     )
     fig.update_xaxes(type="category", tickangle=-60, automargin=True)
-    fig.update_yaxes(title_text=value_name, zeroline=True, zerolinecolor="#888")
+    fig.update_yaxes(title_text="attribution", zeroline=True, zerolinecolor="#888")
     if split is not None:
         fig.add_vline(x=split - 0.5, line_dash="dot", line_color="#888")
     return _layout(fig, title, 340)
@@ -242,7 +236,7 @@ def projection(
     )
 
 
-def curves(curves_: dict[str, Sequence[float]], title: str, ylabel: str = "cosine similarity") -> go.Figure:
+def curves(curves_: dict[str, Sequence[float]], title: str) -> go.Figure:
     fig = go.Figure()
     for name, values in curves_.items():
         fig.add_trace(
@@ -255,7 +249,7 @@ def curves(curves_: dict[str, Sequence[float]], title: str, ylabel: str = "cosin
             )
         )
     fig.update_xaxes(title_text="layer (0 = embeddings)", dtick=1)
-    fig.update_yaxes(title_text=ylabel)
+    fig.update_yaxes(title_text="cosine similarity")
     return _layout(fig, title, 380, legend={"orientation": "h", "y": -0.22, "x": 0, "yanchor": "top"})
 
 
@@ -274,18 +268,12 @@ def head_grids(rows: list[dict]) -> go.Figure:
         vertical_spacing=min(0.3, 80 / height),
     )
     cell = {(r["layer"], r["head"]): r for r in rows}
+    cells = [[cell[(layer, h)] for h in range(n_heads)] for layer in range(n_layers)]
     link = np.array(
-        [
-            [
-                f"{cell[(layer, h)]['max_from']} → {cell[(layer, h)]['max_to']} "
-                f"({cell[(layer, h)]['max_weight']:.2f})"
-                for h in range(n_heads)
-            ]
-            for layer in range(n_layers)
-        ]
+        [[f"{c['max_from']} → {c['max_to']} ({c['max_weight']:.2f})" for c in row] for row in cells]
     )
     for i, (key, title) in enumerate(HEAD_STATS.items()):
-        grid = np.array([[cell[(layer, h)][key] for h in range(n_heads)] for layer in range(n_layers)])
+        grid = np.array([[c[key] for c in row] for row in cells])
         r, c = divmod(i, cols)
         fig.add_trace(
             go.Heatmap(
@@ -347,15 +335,6 @@ def rank_moves(rows: list[dict], highlight: set[str], first_stage: str, reranker
 def html_document(figures: Sequence[go.Figure], title: str, plotly_js: str | None = None) -> str:
     """One page holding ``figures`` (each under its title), interactive and offline."""
     include: bool | str = plotly_js or True
-    missing = (
-        ""
-        if not plotly_js
-        else (
-            f'<p id="ctxir-plotly-missing" hidden style="color:#a00">The charts need {html.escape(plotly_js)} in '
-            "the same folder as this page (it is in the same download list): save it there and reload.</p>"
-            "<script>if (!window.Plotly) document.getElementById('ctxir-plotly-missing').hidden = false;</script>"
-        )
-    )
     parts = [
         f"<h4>{html.escape(title_of(fig))}</h4>"
         + fig.to_html(
@@ -363,7 +342,12 @@ def html_document(figures: Sequence[go.Figure], title: str, plotly_js: str | Non
         )
         for i, fig in enumerate(figures)
     ]
-    if missing:  # after plotly.js's <script src> (loaded synchronously), before the first chart
+    if plotly_js:  # after plotly.js's <script src> (loaded synchronously), before the first chart
+        missing = (
+            f'<p id="ctxir-plotly-missing" hidden style="color:#a00">The charts need {html.escape(plotly_js)} in '
+            "the same folder as this page (it is in the same download list): save it there and reload.</p>"
+            "<script>if (!window.Plotly) document.getElementById('ctxir-plotly-missing').hidden = false;</script>"
+        )
         head, sep, rest = parts[0].partition(f'src="{plotly_js}"></script>')
         parts[0] = head + sep + missing + rest
     return (

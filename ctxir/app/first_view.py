@@ -38,7 +38,7 @@ class FirstView:
         self.seconds: float | None = None
         self.ready = threading.Event()
         self._lock = threading.Lock()  # held while computing
-        self._start_lock, self._started = threading.Lock(), False
+        self._started = threading.Lock()  # taken by the first start, never released
 
     @staticmethod
     def _chain(first, fns: list) -> list:
@@ -68,10 +68,8 @@ class FirstView:
             # a closed app stops between examples: a pass still in torch at exit aborts the process
             self.compute(stop=closed)
 
-        with self._start_lock:
-            if self._started:
-                return None
-            self._started = True
+        if not self._started.acquire(blocking=False):
+            return None
         thread = threading.Thread(target=run, name="ctxir-first-view", daemon=True)
         thread.start()
         return thread
@@ -98,7 +96,10 @@ class FirstView:
                         log = logger.info if getattr(self.out, "closed", False) else logger.warning
                         log("first view of /%s not shown: %s", api, self.failed[api])
                 # its downloads stay as long as the app: every visitor is offered them (Outputs.pin)
-                self.out.pin(path for update in answers.values() for path in _paths(update.get("value")))
+                values = [update.get("value") for update in answers.values()]
+                self.out.pin(
+                    v for value in values for v in (value if isinstance(value, list | tuple) else [value])
+                )
                 self.answers, self.runs = answers, self.runs + 1
                 self.seconds = time.perf_counter() - started
                 self.ready.set()
@@ -140,12 +141,6 @@ class FirstView:
         return [dict(self.answers[id(c)]) if id(c) in self.answers else gr.skip() for c in self.components]
 
 
-def _paths(value: Any) -> list:
-    """The file paths among a component's value (a File's path or list of paths)."""
-    items = value if isinstance(value, list | tuple) else [value]
-    return [v for v in items if isinstance(v, str) and len(v) < 4096]
-
-
 def _initial(block) -> Any:
     """A component's initial value as its event receives it (Gradio preprocesses what the page sends)."""
     value = getattr(block, "value", None)
@@ -157,9 +152,9 @@ def _initial(block) -> Any:
         return value
 
 
-def wire(demo: gr.Blocks, state, out, start: bool = False, apis: tuple[str, ...] = FIRST_VIEWS) -> FirstView:
+def wire(demo: gr.Blocks, state, out, start: bool = False) -> FirstView:
     """Inside ``demo``'s open Blocks: every page that opens gets the first view."""
-    first = FirstView(demo, state, out, apis)
+    first = FirstView(demo, state, out)
     if first.components:
         demo.load(first.values, None, first.components, show_progress="hidden", **PRIVATE)
     if start:

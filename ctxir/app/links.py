@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 
 import gradio as gr
 from gradio.context import get_blocks_context
+from starlette.datastructures import QueryParams
 
 from ctxir.app.ui import PRIVATE, user_error
 
@@ -44,7 +45,7 @@ class View:
                 for name, block in zip(block_fn.input_parameter_names, block_fn.inputs, strict=True)
                 if name and getattr(block, "visible", True) is not False
             }
-            self._wire_load()
+            self._open_from_links()
         names = list(self.fields)
 
         def view_link(*values):
@@ -53,7 +54,7 @@ class View:
         event.success(view_link, list(self.fields.values()), [self.html], show_progress="hidden", **PRIVATE)
         event.failure(lambda: "", None, [self.html], show_progress="hidden", **PRIVATE)
 
-    def _wire_load(self) -> None:
+    def _open_from_links(self) -> None:
         tab = getattr(
             self.html, "parent", None
         )  # the gr.Tab the link is in, and its gr.Tabs (None outside any)
@@ -77,13 +78,10 @@ def offer(api: str, elem_id: str) -> View:
 
 def _query(request: gr.Request | None) -> dict[str, list[str]]:
     """The page's query parameters, each name with all its values (a list input repeats its name)."""
-    params = getattr(request, "query_params", None) or {}
-    if hasattr(params, "multi_items"):
-        out: dict[str, list[str]] = {}
-        for key, value in params.multi_items():
-            out.setdefault(key, []).append(value)
-        return out
-    return {key: value if isinstance(value, list) else [value] for key, value in dict(params).items()}
+    out: dict[str, list[str]] = {}
+    for key, value in (getattr(request, "query_params", None) or QueryParams()).multi_items():
+        out.setdefault(key, []).append(value)
+    return out
 
 
 def link_query(api: str, values: dict[str, Any]) -> str:

@@ -27,23 +27,6 @@ logger = logging.getLogger("ctxir.app")
 STOPPING = "the app is stopping: its output folder takes no new files"
 
 
-def reclaim_orphans(prefix: str, owner: str) -> list[str]:
-    """Remove the output folders that apps killed with SIGKILL."""
-    removed = []
-    for folder in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
-        try:
-            pid = int((folder / owner).read_text().strip())
-        except (OSError, ValueError):
-            continue  # not one of ours, or being created right now
-        if process_alive(pid):
-            continue  # its app still runs
-        shutil.rmtree(folder, ignore_errors=True)
-        removed.append(folder.name)
-    if removed:
-        logger.info("removed %d output folder(s) left by app(s) that were killed: %s", len(removed), removed)
-    return removed
-
-
 class Outputs:
     """The one folder for the files requests return (PNG figures, attention HTML), bounded on disk."""
 
@@ -51,12 +34,23 @@ class Outputs:
     SHARED = ("plotly-*.min.js", "jquery-*.min.js", "d3-*.min.js")  # Outputs.shared's files, never pruned
 
     def __init__(self, max_age_s: float = 600.0, max_bytes: int = 200 * 2**20):
-        self.reclaimed = reclaim_orphans(self.PREFIX, self.OWNER)
+        self.reclaimed = []  # the output folders of apps killed with SIGKILL, removed now
+        for folder in Path(tempfile.gettempdir()).glob(f"{self.PREFIX}*"):
+            try:
+                pid = int((folder / self.OWNER).read_text().strip())
+            except (OSError, ValueError):
+                continue  # not one of ours, or being created right now
+            if not process_alive(pid):
+                shutil.rmtree(folder, ignore_errors=True)
+                self.reclaimed.append(folder.name)
+        if self.reclaimed:
+            logger.info(
+                "removed %d output folder(s) left by killed app(s): %s", len(self.reclaimed), self.reclaimed
+            )
         self.root = Path(tempfile.mkdtemp(prefix=self.PREFIX))
         write_atomic(self.root / self.OWNER, f"{os.getpid()}\n")
         self.max_age_s, self.max_bytes = max_age_s, max_bytes
-        # kept whatever their age (the first view's files: ctxir.app.first_view)
-        self.pinned: set[Path] = set()
+        self.pinned: set[Path] = set()  # kept whatever their age (the first view's files)
         self._lock = threading.Lock()
         self._writes = threading.Condition()  # guards closed and _writers
         self._writers: list[int] = []  # the threads writing now (one entry per write)

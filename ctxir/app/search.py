@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import time
 
-from ctxir.app.corpus_index import CorpusIndex, Owner
+from ctxir.app.corpus_index import Owner
 from ctxir.app.models import chosen_prompts, prompts_said
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.text import md_code, plural, rounded, snippet
 from ctxir.checks import check_choice, check_int, check_text
 from ctxir.rerank.registry import DEFAULT_RERANK_MODE, RERANK_MODES, RERANKERS, search_rerankers
-from ctxir.retrieval.registry import DEFAULT_FIRST_STAGE
+from ctxir.retrieval.registry import DEFAULT_FIRST_STAGE, get_first_stage
 from ctxir.types import CtxirError
 
 
@@ -41,8 +41,27 @@ def search(
     )
     check_choice(mode, "re-rank mode", RERANK_MODES)
     index = state.index(corpus, owner)
-    prompts = _checked_prompts(state, index, first_stage, query_prompt, document_prompt)
-    ranker = _relevance_ranker(state, reranker, mode)
+    prompts = None  # the prompts the first stage's bi-encoder puts before the query and the documents
+    if get_first_stage(first_stage).uses_bi_encoder:
+        prompts = chosen_prompts(index.prompts, query_prompt, document_prompt, cfg.max_query_chars)
+        if prompts["document"] != index.prompts["document"] and len(index.corpus) > cfg.max_compare_docs:
+            raise CtxirError(
+                f"document prompt {document_prompt!r} would encode all {len(index.corpus):,} documents of corpus "
+                f"{index.name!r} again, above this app's limit of {cfg.max_compare_docs:,}: leave it as "
+                f"the bi-encoder's own ({index.prompts['document']!r}), or search a smaller corpus"
+            )
+    if reranker in RERANKERS and RERANKERS[reranker].scores != "relevance":
+        raise CtxirError(
+            f"the {reranker} re-ranker scores how alike two texts are ({RERANKERS[reranker].label}), not whether a "
+            "document answers a query: compare texts with it in Pair scoring, and re-rank a search with one of "
+            f"{', '.join(map(repr, search_rerankers(RERANKERS)))}"
+        )
+    ranker = state.models.reranker(reranker)
+    if mode == "alone" and getattr(ranker, "fused_only", None):
+        raise CtxirError(
+            f"the {reranker} re-ranker is offered fused with the first stage only: {ranker.fused_only}. "
+            "Use re-rank mode 'fused' (the default), or another re-ranker to rank alone"
+        )
     depth = max(depth, k)  # the re-ranker re-scores at least the k shown
     fusion = mode_fusion(ranker, mode, first_stage)
     pipeline = Pipeline(index.retriever(first_stage, prompts), ranker, depth=depth, fusion=fusion)
@@ -79,51 +98,6 @@ def search(
         "timings_ms": timings,
         "hits": rows,
     }
-    text = _summary(index, rows, timings, fusion, first_stage, reranker, depth)
-    if prompts_said(prompts):
-        text += "\n\n" + prompts_said(prompts)
-    return ViewResult(rows=rows, data=data, text=text)
-
-
-def _checked_prompts(
-    state: AppState, index: CorpusIndex, first_stage: str, query_prompt, document_prompt
-) -> dict | None:
-    """The prompts ``first_stage``'s bi-encoder puts before the query and the documents."""
-    from ctxir.retrieval.registry import get_first_stage
-
-    if not get_first_stage(first_stage).uses_bi_encoder:
-        return None
-    prompts = chosen_prompts(index.prompts, query_prompt, document_prompt, state.config.max_query_chars)
-    if prompts["document"] != index.prompts["document"] and len(index.corpus) > state.config.max_compare_docs:
-        raise CtxirError(
-            f"document prompt {document_prompt!r} would encode all {len(index.corpus):,} documents of corpus "
-            f"{index.name!r} again, above this app's limit of {state.config.max_compare_docs:,}: leave it as "
-            f"the bi-encoder's own ({index.prompts['document']!r}), or search a smaller corpus"
-        )
-    return prompts
-
-
-def _relevance_ranker(state: AppState, reranker: str, mode: str):
-    """The loaded re-ranker named ``reranker`` (None for "none"), once it can rank a search in ``mode``."""
-    if reranker in RERANKERS and RERANKERS[reranker].scores != "relevance":
-        raise CtxirError(
-            f"the {reranker} re-ranker scores how alike two texts are ({RERANKERS[reranker].label}), not whether a "
-            "document answers a query: compare texts with it in Pair scoring, and re-rank a search with one of "
-            f"{', '.join(map(repr, search_rerankers(RERANKERS)))}"
-        )
-    ranker = state.models.reranker(reranker)
-    if mode == "alone" and getattr(ranker, "fused_only", None):
-        raise CtxirError(
-            f"the {reranker} re-ranker is offered fused with the first stage only: {ranker.fused_only}. "
-            "Use re-rank mode 'fused' (the default), or another re-ranker to rank alone"
-        )
-    return ranker
-
-
-def _summary(
-    index: CorpusIndex, rows: list[dict], timings: dict, fusion, first_stage: str, reranker: str, depth: int
-) -> str:
-    """The Markdown above the table: how many results from where, each stage's time, what the re-ranker did."""
     lines = [
         f"**{plural(len(rows), 'result')}** from {md_code(index.name)} ({plural(len(index.corpus), 'document')}) · "
         + " · ".join(f"{name}: {ms:.1f} ms" for name, ms in timings.items())
@@ -140,4 +114,5 @@ def _summary(
             f"The {reranker} re-scored the first stage's top {depth}{how}. {moved} of the shown "
             "results changed rank (`rank_change` > 0 = moved up)."
         )
-    return "\n\n".join(lines)
+    text = "\n\n".join([*lines, *filter(None, [prompts_said(prompts)])])
+    return ViewResult(rows=rows, data=data, text=text)

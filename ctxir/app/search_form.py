@@ -14,16 +14,6 @@ from ctxir.rerank.registry import DEFAULT_RERANK_MODE, RERANKERS, search_reranke
 from ctxir.retrieval.registry import DEFAULT_FIRST_STAGE, FIRST_STAGES
 
 
-def reranker_info(models: AppModels) -> str:
-    """The re-ranker choice's note: the kinds this app could not load (not offered), or '' when all are."""
-    missing = [
-        kind.label
-        for name, kind in RERANKERS.items()
-        if name not in models.rerankers and name in search_rerankers(RERANKERS)
-    ]
-    return f"not loaded: {', '.join(missing)} (the top of the page says why)" if missing else ""
-
-
 def prompts_info(models: AppModels) -> str:
     """The prompts' heading: those the bi-encoder puts before queries and documents (its own)."""
     prompts = model_prompts(models.bi_encoder)
@@ -88,6 +78,11 @@ class SearchForm:
                 min_width=200,
             )
             # only the loaded re-rankers are offered; the info line names the others
+            missing = [
+                k.label
+                for n, k in RERANKERS.items()
+                if n not in ui.models.rerankers and n in search_rerankers(RERANKERS)
+            ]
             self.reranker = model_radio(
                 ui.models,
                 reranker_choices_now(ui.models),
@@ -95,7 +90,7 @@ class SearchForm:
                 label="Re-ranker",
                 min_width=200,
                 elem_id="search-reranker",
-                info=reranker_info(ui.models),
+                info=f"not loaded: {', '.join(missing)} (the top of the page says why)" if missing else "",
             )
             self.mode = gr.Radio(
                 [("fused with the first stage", "fused"), ("re-ranker only", "alone")],
@@ -106,21 +101,19 @@ class SearchForm:
                 info="fused: a weak re-ranker cannot push results far below the first stage",
             )
             # numbers, not sliders (which clamp a typed 80 quietly): the view checks the range and says what is wrong
-            self.k = gr.Number(
-                10,
-                step=1,
-                label=f"k (1–{cfg.max_k})",
-                info="results shown",
-                min_width=140,
-                elem_id="search-k",
-            )
-            self.depth = gr.Number(
-                cfg.rerank_depth,
-                step=1,
-                label=f"depth (1–{cfg.max_rerank_depth})",
-                info="candidates re-ranked",
-                min_width=140,
-                elem_id="search-depth",
+            self.k, self.depth = (
+                gr.Number(
+                    value,
+                    step=1,
+                    label=f"{name} (1–{top})",
+                    info=info,
+                    min_width=140,
+                    elem_id=f"search-{name}",
+                )
+                for name, value, top, info in (
+                    ("k", 10, cfg.max_k, "results shown"),
+                    ("depth", cfg.rerank_depth, cfg.max_rerank_depth, "candidates re-ranked"),
+                )
             )
         with gr.Row(equal_height=True):
             # another re-ranker by Hub id (or folder), loaded by ``load``

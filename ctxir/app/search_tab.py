@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
-import pandas as pd
 
 from ctxir.app import explain_tab, links, what_moved
 from ctxir.app.config import Progress
@@ -24,25 +23,17 @@ from ctxir.checks import check_int, check_text
 from ctxir.rerank.registry import RERANKERS
 from ctxir.types import CtxirError
 
+TRACKED = gr.Progress(track_tqdm=True)  # the encoders' tqdm bars shown as the event's progress
+
 
 def results_table(rows: list[dict], first_stage: str) -> list[dict]:
     """The results as shown: no column that is empty."""
     reranked = any(r["rerank_rank"] is not None for r in rows)
     fused = any(r.get("fused_score") is not None for r in rows)
-    drop = ({"rerank_rank"} if not fused else set()) | (
-        {"rerank_score", "rank_change", f"{first_stage}_rank"} if not reranked else set()
-    )
-    order = [
-        "rank",
-        "doc_id",
-        *(["fused_score"] if fused else []),
-        *(["rerank_score", "rerank_rank", "rank_change"] if reranked else []),
-        f"{first_stage}_score",
-        f"{first_stage}_rank",
-        "title",
-        "text",
-    ]
-    return [{key: row[key] for key in order if key in row and key not in drop} for row in rows]
+    rerank = ["rerank_score", *(["rerank_rank"] if fused else []), "rank_change"] if reranked else []
+    order = ["rank", "doc_id", *(["fused_score"] if fused else []), *rerank, f"{first_stage}_score"]
+    order += [*([f"{first_stage}_rank"] if reranked else []), "title", "text"]
+    return [{key: row[key] for key in order if key in row} for row in rows]
 
 
 def result_cards(hits: list[dict], first_stage: str) -> str:
@@ -63,13 +54,6 @@ def result_cards(hits: list[dict], first_stage: str) -> str:
             f'<span class="ctxir-card-text">{html.escape(row.get("text") or "")}</span></button>'
         )
     return '<div class="ctxir-cards">' + "".join(cards) + "</div>" if cards else ""
-
-
-# tapping a card sends its document id to Python as the click event's data (see cards.click)
-CARD_CLICK = (
-    "element.addEventListener('click', (event) => { const card = event.target.closest('[data-doc]'); "
-    "if (card) { trigger('click', {doc_id: card.dataset.doc}); } });"
-)
 
 
 def build(ui: Ui) -> None:
@@ -142,7 +126,7 @@ def results(ui: Ui, form):
         return explain_tab.panel_values(ui, r, "search-explanation")
 
     def pick_card(evt: gr.EventData):
-        # CARD_CLICK's data: the tapped card's document id (a tap between cards sends none: nothing to explain)
+        # card_click's data: the tapped card's document id (a tap between cards sends none)
         doc_id = getattr(evt, "doc_id", None)
         if not doc_id:
             raise gr.Error("tap a result's card to explain it", print_exception=False)
@@ -154,7 +138,12 @@ def results(ui: Ui, form):
 
     summary = ui.summary("search-summary")
     results = ui.table("search-results", "Results (click a row to explain it)", max_height=560)
-    cards = gr.HTML("", elem_id="search-cards", js_on_load=CARD_CLICK)
+    # tapping a card sends its document id to Python as the click event's data (see cards.click)
+    card_click = (
+        "element.addEventListener('click', (event) => { const card = event.target.closest('[data-doc]'); "
+        "if (card) { trigger('click', {doc_id: card.dataset.doc}); } });"
+    )
+    cards = gr.HTML("", elem_id="search-cards", js_on_load=card_click)
     link = links.offer("search", "search-link")
     with gr.Row(visible=False) as explain_row:
         choice = gr.Dropdown(  # API: any doc id
@@ -240,11 +229,15 @@ def compare_pooling(
         row: dict[str, Any] = {"rank": rank + 1}
         for pooling, hits in rankings.items():
             hit = hits[rank] if rank < len(hits) else None
-            row[f"{pooling}_doc_id"] = hit.doc_id if hit else None
-            row[f"{pooling}_title"] = index.corpus[hit.doc_id].get("title", "") if hit else None
-            row[f"{pooling}_score"] = rounded(hit.score) if hit else None
+            row[f"{pooling}_doc_id"] = hit and hit.doc_id
+            row[f"{pooling}_title"] = hit and index.corpus[hit.doc_id].get("title", "")
+            row[f"{pooling}_score"] = hit and rounded(hit.score)
         rows.append(row)
     overlap = len({h.doc_id for h in rankings["mean"]} & {h.doc_id for h in rankings["cls"]})
+    warnings = cls_warnings("cls", layer, "the CLS ranking is in no particular order (every document ties)")
+    scores = {
+        p: [{"doc_id": h.doc_id, "score": rounded(h.score)} for h in hits] for p, hits in rankings.items()
+    }
     data = {
         "query": query,
         "corpus": index.name,
@@ -252,16 +245,12 @@ def compare_pooling(
         "k": k,
         "overlap": overlap,
         "prompts": prompts,
-        "rankings": {
-            p: [{"doc_id": h.doc_id, "score": rounded(h.score)} for h in hits] for p, hits in rankings.items()
-        },
     }
+    data |= {"rankings": scores, "warnings": warnings}
     text = (
         f"Layer {layer}{' (embeddings)' if layer == 0 else ''}: mean and CLS pooling share {overlap} of their "
         f"top {k}.{pooling_note(state.models.bi_encoder, state.models.bi_encoder_name)}"
     )
-    warnings = cls_warnings("cls", layer, "the CLS ranking is in no particular order (every document ties)")
-    data["warnings"] = warnings
     text = "\n\n".join([*(f"⚠️ {w}" for w in warnings), text, *filter(None, [prompts_said(prompts)])])
     return ViewResult(rows=rows, data=data, text=text)
 
@@ -280,7 +269,7 @@ def pooling_table(rows: list[dict]) -> list[dict]:
     """Compare pooling as three narrow columns: rank, the mean-pooled hit, the CLS-pooled hit (title · score)."""
 
     def cell(row, pooling):
-        if row[f"{pooling}_doc_id"] is None:
+        if not isinstance(row[f"{pooling}_doc_id"], str):  # no hit at this rank (None, or NaN from the table)
             return ""
         return f"{row[f'{pooling}_title'] or row[f'{pooling}_doc_id']} · {row[f'{pooling}_score']:.3f}"
 
@@ -304,15 +293,7 @@ def pooling_panel(ui: Ui, form: SearchForm) -> None:
     state = ui.state
 
     @guard
-    def do_compare_pooling(
-        query,
-        corpus,
-        layer,
-        k,
-        query_prompt,
-        document_prompt,
-        progress=gr.Progress(track_tqdm=True),  # noqa: B008 (gradio's pattern)
-    ):
+    def do_compare_pooling(query, corpus, layer, k, query_prompt, document_prompt, progress=TRACKED):
         owner = ui.visitor()
         r = compare_pooling(
             state, query, corpus, layer, k, steps(progress), owner, query_prompt, document_prompt
@@ -321,13 +302,8 @@ def pooling_panel(ui: Ui, form: SearchForm) -> None:
         return frame(r.rows), r.text, r.data  # the API's table: one column per field (see after_pooling)
 
     def after_pooling(rankings):
-        # the page shows the two rankings as three narrow columns, so the CLS side fits beside the mean side
-        rows = [
-            {key: (None if pd.isna(value) else value) for key, value in row.items()}
-            for row in rankings.to_dict("records")
-        ]
-        # shares of the box, not pixels: both sides fit a phone's width too, each wrapping its titles
-        return show(frame(pooling_table(rows)), column_widths=["18%", "41%", "41%"])
+        # the page shows the two rankings as three narrow columns (shares of the box: both fit a phone too)
+        return show(frame(pooling_table(rankings.to_dict("records"))), column_widths=["18%", "41%", "41%"])
 
     ui.view_event(
         button.click,
@@ -415,7 +391,7 @@ def uploads_panel(ui: Ui, form: SearchForm) -> None:
     state = ui.state
 
     @guard
-    def do_upload(file, progress=gr.Progress(track_tqdm=True)):  # noqa: B008 (gradio's pattern)
+    def do_upload(file, progress=TRACKED):
         owner = ui.visitor()
         if not owner:
             raise CtxirError(
