@@ -193,20 +193,6 @@ def test_qid_with_no_judgments_is_dropped():
     assert res.num_queries == 3 and "q6" not in res.per_query
 
 
-def test_ties_follow_trec_eval_doc_id_descending_when_asked():
-    # a and b tie at 1.0; trec_eval ranks the larger doc id first: b (rank 1), a (rank 2).
-    qrels = {"q": {"a": 1}}
-    res = evaluate_run(
-        qrels, {"q": {"a": 1.0, "b": 1.0}}, k_values=(1, 2), metrics=["mrr", "precision"], ties="trec_eval"
-    )
-    assert res.per_query["q"] == {"MRR@1": 0.0, "MRR@2": 0.5, "P@1": 0.0, "P@2": 0.5}
-    # and the other way round: relevant "b" wins the tie
-    res = evaluate_run(
-        {"q": {"b": 1}}, {"q": {"a": 1.0, "b": 1.0}}, k_values=(1,), metrics=["mrr"], ties="trec_eval"
-    )
-    assert res.per_query["q"]["MRR@1"] == 1.0
-
-
 def test_ties_keep_the_runs_listed_order_by_default():
     # the same tie, listed a then b: a ranks first, as a list showing a before b does; listed b then a: b first
     qrels = {"q": {"a": 1}}
@@ -227,17 +213,10 @@ def test_ties_keep_the_runs_listed_order_by_default():
     )
 
 
-def test_unknown_tie_rule_is_named():
-    with pytest.raises(
-        CtxirError, match=r"ties='doc_id' is not a tie rule; choose one of \['listed', 'trec_eval'\]"
-    ):
-        evaluate_run({"q": {"a": 1}}, {"q": {"a": 1.0}}, ties="doc_id")
-
-
 def _truncate(docs: dict[str, float], k: int) -> dict[str, float]:
-    # trec_eval's order: score desc, then doc id desc
-    top = sorted(docs.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)[:k]
-    return dict(top)
+    # the listed order: score desc, ties as listed; scored k − rank so trec_eval keeps that order
+    top = sorted(docs, key=lambda doc: -docs[doc])[:k]
+    return {doc: float(k - i) for i, doc in enumerate(top)}
 
 
 def test_mrr_at_k_equals_recip_rank_of_truncated_run():
@@ -247,21 +226,12 @@ def test_mrr_at_k_equals_recip_rank_of_truncated_run():
     # coarse scores force many ties, including at the cutoffs
     run = {q: {d: float(rng.randint(0, 4)) for d in rng.sample(docs, 20)} for q in qrels}
     ks = (1, 2, 3, 5, 10)
-    res = evaluate_run(qrels, run, k_values=ks, metrics=["mrr"], ties="trec_eval")
+    res = evaluate_run(qrels, run, k_values=ks, metrics=["mrr"])
     ev = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"})
     for k in ks:
         truncated = ev.evaluate({q: _truncate(d, k) for q, d in run.items()})
         for q in qrels:
             assert res.per_query[q][f"MRR@{k}"] == pytest.approx(truncated[q]["recip_rank"]), (q, k)
-
-
-def test_ignore_identical_ids():
-    qrels = {"q1": {"d1": 1}}
-    run = {"q1": {"q1": 2.0, "d1": 1.0}}
-    assert evaluate_run(qrels, run, k_values=(10,), metrics=["mrr"]).aggregate["MRR@10"] == 0.5
-    res = evaluate_run(qrels, run, k_values=(10,), metrics=["mrr"], ignore_identical_ids=True)
-    assert res.aggregate["MRR@10"] == 1.0
-    assert run == {"q1": {"q1": 2.0, "d1": 1.0}}  # input not mutated
 
 
 def test_integral_float_grades_accepted_fractional_rejected(toy):

@@ -2,7 +2,6 @@
 saved runs), ``ctxir report`` (the failure report: report.py, report_html.py) and the suite's table (suite.py)."""
 
 from ctxir.evaluation.metrics import (  # noqa: F401 -- public API
-    METRICS,
     EvalResult,
     evaluate_run,
     format_table,

@@ -1,5 +1,5 @@
 """Retrieval and similarity metrics over qrels/runs and score matrices, ranking via pytrec_eval; equal scores keep
-the run's listed order (``ties="listed"``), a judged query the run lacks scores 0 (unlike BEIR)."""
+the run's listed order, a judged query the run lacks scores 0 (unlike BEIR)."""
 
 from __future__ import annotations
 
@@ -98,30 +98,21 @@ def _clean_qrels(qrels: Mapping[Any, Mapping[Any, Any]]) -> dict[str, dict[str, 
     return out
 
 
-def _clean_run(
-    run: Mapping[Any, Mapping[Any, Any]], ignore_identical_ids: bool
-) -> dict[str, dict[str, float]]:
+def _clean_run(run: Mapping[Any, Mapping[Any, Any]]) -> dict[str, dict[str, float]]:
+    """Each query's documents scored n − rank (by score, ties in listed order: sorted() is stable), so trec_eval
+    meets no tie."""
     out: dict[str, dict[str, float]] = {}
     for qid, docs in run.items():
-        q = out[str(qid)] = {}
+        scored = {}
         for d, s in docs.items():
-            if ignore_identical_ids and str(d) == str(qid):
-                continue
             if math.isnan(score := _float(s)):
                 raise CtxirError(
                     f"run[{str(qid)!r}][{str(d)!r}] = {s!r}; a run needs a real-valued score per document."
                 )
-            q[str(d)] = score
+            scored[str(d)] = score
+        ordered = sorted(scored, key=lambda doc: -scored[doc])
+        out[str(qid)] = {doc: float(len(ordered) - i) for i, doc in enumerate(ordered)}
     return out
-
-
-TIE_RULES = ("listed", "trec_eval")
-
-
-def _listed_order(scored: dict[str, float]) -> dict[str, float]:
-    """``scored`` as n − rank (by score, ties in listed order: sorted() is stable), so trec_eval meets no tie."""
-    ordered = sorted(scored, key=lambda doc: -scored[doc])
-    return {doc: float(len(ordered) - i) for i, doc in enumerate(ordered)}
 
 
 def _query_values(r: dict[str, float], ms: Sequence[str], ks: Sequence[int]) -> dict[str, float]:
@@ -146,14 +137,10 @@ def evaluate_run(
     run: Run,
     k_values: Sequence[int] = (1, 3, 5, 10, 100),
     metrics: Sequence[str] = ("ndcg", "mrr", "map", "recall", "precision"),
-    *,
-    ignore_identical_ids: bool = False,
-    ties: str = "listed",
 ) -> EvalResult:
     """Evaluate ``run`` against ``qrels`` with pytrec_eval.
 
-    Keys: ``nDCG@k``, ``MRR@k``, ``MAP``, ``MAP@k``, ``Recall@k``, ``P@k``. ``ignore_identical_ids`` drops a doc
-    whose id equals its query's (BEIR's flag for ArguAna, Quora); ``ties``: "listed" or "trec_eval".
+    Keys: ``nDCG@k``, ``MRR@k``, ``MAP``, ``MAP@k``, ``Recall@k``, ``P@k``.
 
     >>> qrels = {"q1": {"d2": 1}}
     >>> run = {"q1": {"d1": 9.0, "d2": 7.5, "d3": 1.0}}
@@ -162,11 +149,7 @@ def evaluate_run(
     {'nDCG@1': 0.0, 'nDCG@10': 0.6309, 'MRR@1': 0.0, 'MRR@10': 0.5, 'Recall@1': 0.0, 'Recall@10': 1.0}
     """
     ks, ms = _check_k_values(k_values), _check_metrics(metrics)
-    if ties not in TIE_RULES:
-        raise CtxirError(f"ties={ties!r} is not a tie rule; choose one of {list(TIE_RULES)}.")
-    clean_qrels, clean_run = _clean_qrels(qrels), _clean_run(run, ignore_identical_ids)
-    if ties == "listed":
-        clean_run = {q: _listed_order(docs) for q, docs in clean_run.items()}
+    clean_qrels, clean_run = _clean_qrels(qrels), _clean_run(run)
 
     judged = list(clean_qrels)
     if not set(judged) & set(clean_run):

@@ -45,10 +45,7 @@ def explain(
     check_steps(n_steps, max_steps)
     check_baseline(baseline)
     named = [(CROSS_ENCODER.name, cross_encoder), (CLS_LR.name, cls_lr), *(rerankers or {}).items()]
-    given = {}
-    for kind, model in named:
-        if model is not None:
-            given[kind] = model
+    given = {kind: model for kind, model in named if model is not None}
     kinds = [get_reranker(kind) for kind in given]  # an unknown kind fails before any model runs
     options = {"n_steps": n_steps, "max_steps": max_steps, "baseline": baseline}
     result = {

@@ -70,15 +70,14 @@ def explain_cross_encoder(
             scores = activation(scores)
         return scores[:, -1]  # (batch,): a multi-label head's last column is "relevant"
 
-    result = pair_integrated_gradients(
-        score, hf.get_input_embeddings(), ce.tokenizer, enc, n_steps, max_steps, baseline
-    )
-    if getattr(ce[-1], "term_match", False):
-        result["term_match"] = _term_match_report(ce, enc, result["tokens"])
     score_kind = "logit"
     if activation is not None:
         score_kind = f"{type(activation).__name__}(logit), as CrossEncoderReranker.score_pairs reports it"
+    steps = (n_steps, max_steps, baseline)
+    result = _explained(score, hf, ce.tokenizer, enc, steps, (query, document) if attention else None)
     result.update(model_kind=CROSS_ENCODER.name, score_kind=score_kind)
+    if getattr(ce[-1], "term_match", False):
+        result["term_match"] = _term_match_report(ce, enc, result["tokens"])
     if getattr(model, "backend", "torch") == "onnx-int8":  # the explanation needs gradients: torch, float32
         result["score_kind"] += (
             "; computed in torch float32, while this re-ranker ranks with backend onnx-int8 "
@@ -89,11 +88,7 @@ def explain_cross_encoder(
             "; of the (query, document) order, while this scorer's pair score is the mean of "
             "both orders (its pair_orders.json), which differs slightly"
         )
-    if window is not None:
-        result["window"] = window
-    if attention:
-        result.update(attention_report(query, document, hf, ce.tokenizer, result["tokens"]))
-    return result
+    return result | ({"window": window} if window is not None else {})
 
 
 def explain_cls_lr(
@@ -140,15 +135,18 @@ def explain_cls_lr(
         out = body(**inputs, output_hidden_states=ranker.layer != -1)
         return ranker.score_tensor(inputs, out)  # (batch,): coef · features + b, as score_pairs reports it
 
-    result = pair_integrated_gradients(
-        score, body.get_input_embeddings(), ranker.tokenizer, enc, n_steps, max_steps, baseline
-    )
-    result.update(
-        model_kind=CLS_LR.name, score_kind="logit coef·CLS + b, as ClsLrRanker.score_pairs reports it"
-    )
-    if attention:
-        result.update(attention_report(query, document, body, ranker.tokenizer, result["tokens"]))
-    return result
+    steps = (n_steps, max_steps, baseline)
+    result = _explained(score, body, ranker.tokenizer, enc, steps, (query, document) if attention else None)
+    return result | {
+        "model_kind": CLS_LR.name,
+        "score_kind": "logit coef·CLS + b, as ClsLrRanker.score_pairs reports it",
+    }
+
+
+def _explained(score, body, tokenizer, enc: dict, steps: tuple, pair: tuple[str, str] | None) -> dict:
+    """``pair_integrated_gradients`` over ``body``'s word embeddings, with [CLS]'s attention over ``pair`` if given."""
+    result = pair_integrated_gradients(score, body.get_input_embeddings(), tokenizer, enc, *steps)
+    return result | (attention_report(*pair, body, tokenizer, result["tokens"]) if pair else {})
 
 
 def best_window(model, query: str, document: str, title: str = "") -> tuple[str, dict | None]:
