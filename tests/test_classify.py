@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from ctxir.classify import (
+from ctxir.classify.classifiers import (
     K_GRID,
     CentroidClassifier,
     KnnClassifier,
@@ -19,11 +19,13 @@ from ctxir.classify import (
     choose_k,
     evaluate_predictions,
     few_shot,
+    fit_projection,
+    knn_scores,
     mcnemar,
     sample_per_class,
     select_zero_shot,
+    vocabulary_words,
 )
-from ctxir.classify.classifiers import fit_projection, knn_scores, vocabulary_words
 from ctxir.classify.cli import main
 from ctxir.data.labelled import Label, load_folder, load_labelled, load_labels
 from ctxir.types import CtxirError

@@ -448,3 +448,21 @@ def test_load_pairs_tsv_and_jsonl(tmp_path):
     (tmp_path / "empty.tsv").write_text("query\ttarget\n")
     with pytest.raises(CtxirError, match="contains no"):
         load_pairs(tmp_path / "empty.tsv")
+
+
+def test_wikiqa_pages_join_each_summary_and_keep_questions_with_an_answer(tmp_path):
+    from ctxir.data.general import WIKIQA_COLUMNS, load_wikiqa_pages
+
+    rows = [
+        WIKIQA_COLUMNS,
+        ("Q1", "bat sonar?", "D1", "Bat", "D1-0", "Bats are mammals .", "0"),
+        ("Q1", "bat sonar?", "D1", "Bat", "D1-1", "Bats echolocate .", "1"),
+        ("Q2", "no answer?", "D2", "X", "D2-0", "Nothing .", "0"),
+    ]
+    write(tmp_path / "WikiQA-dev.tsv", "".join("\t".join(row) + "\n" for row in rows))
+    pages = load_wikiqa_pages(tmp_path)
+    assert pages.corpus == {
+        "D1": {"title": "Bat", "text": "Bats are mammals . Bats echolocate ."},
+        "D2": {"title": "X", "text": "Nothing ."},
+    }
+    assert (pages.queries, pages.qrels) == ({"Q1": "bat sonar?"}, {"Q1": {"D1": 1}})

@@ -61,11 +61,7 @@ def top_neighbours(
     sims = np.empty((queries.shape[0], k), dtype=np.float32)
     for begin in range(0, queries.shape[0], block):
         s = queries[begin : begin + block] @ reference.T  # (block, m)
-        part = (
-            np.argpartition(-s, k - 1, axis=1)[:, :k]
-            if k < s.shape[1]
-            else np.tile(np.arange(k), (len(s), 1))
-        )
+        part = np.argpartition(-s, k - 1, axis=1)[:, :k]
         part_s = np.take_along_axis(s, part, axis=1)
         order = np.lexsort((part, -part_s), axis=1)
         indices[begin : begin + block] = np.take_along_axis(part, order, axis=1)
@@ -83,11 +79,6 @@ def knn_scores(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(votes, similarity sums), each (n, n_classes): each class's share of the k nearest examples (``distance``:
     of their weights 1 / cosine distance, as scikit-learn's), and its neighbours' summed cosine, which breaks ties.
-
-    >>> ref = np.eye(3, dtype=np.float32)
-    >>> votes, _ = knn_scores(np.array([[0.9, 0.3, 0.3]], dtype=np.float32), ref, np.array([0, 1, 1]), 2, k=3)
-    >>> votes.round(3).tolist()
-    [[0.333, 0.667]]
     """
     if weights not in WEIGHTS:
         raise CtxirError(f"weights {weights!r} is not known: use one of {', '.join(map(repr, WEIGHTS))}")
@@ -123,11 +114,6 @@ def choose_k(
     """(the k, every candidate's scores): the k of ``candidates`` with the best accuracy in stratified ``folds``-fold
     cross-validation on training ``embeddings``. Ties keep the smallest k; a k above a fold's training rows is not
     tried; a class with fewer than ``folds`` examples lowers the folds to its count.
-
-    >>> X = np.array([[1.0, 0.0], [0.9, 0.1], [0.8, 0.2], [0.0, 1.0], [0.1, 0.9], [0.2, 0.8]], dtype=np.float32)
-    >>> k, table = choose_k(X, ["a", "a", "a", "b", "b", "b"], candidates=(1, 3), folds=3)
-    >>> k, table[0]
-    (1, {'k': 1, 'folds': 3, 'cv_accuracy': 1.0, 'cv_macro_f1': 1.0})
     """
     from sklearn.metrics import f1_score
     from sklearn.model_selection import StratifiedKFold
@@ -419,15 +405,14 @@ class LogRegClassifier(EmbeddingClassifier):
     method = "logreg"
     min_classes = 2
 
-    def __init__(self, encoder=None, C: float = 1.0, max_iter: int = 1000, seed: int = 0):
+    def __init__(self, encoder=None, seed: int = 0):
         super().__init__(encoder)
-        self.C, self.max_iter, self.seed = C, max_iter, seed
+        self.seed = seed
 
     def _fit(self, embeddings, label_ids):
         from sklearn.linear_model import LogisticRegression
 
-        self.model = LogisticRegression(C=self.C, max_iter=self.max_iter, random_state=self.seed)
-        self.model.fit(embeddings, label_ids)
+        self.model = LogisticRegression(max_iter=1000, random_state=self.seed).fit(embeddings, label_ids)
 
     def scores_embeddings(self, embeddings):
         self._check_fitted()
@@ -505,12 +490,7 @@ def make_classifier(method: str, encoder, weights: str, seed: int = 0) -> Embedd
 
 
 def evaluate_predictions(y_true: Sequence[str], y_pred: Sequence[str], classes: Sequence[str]) -> dict:
-    """accuracy, macro_f1, scikit-learn's per-class report and confusion matrix (rows = true, columns = predicted).
-
-    >>> m = evaluate_predictions(["a", "a", "b", "b"], ["a", "b", "b", "b"], ["a", "b"])
-    >>> m["accuracy"], round(m["macro_f1"], 4), m["confusion_matrix"]["matrix"]
-    (0.75, 0.7333, [[1, 1], [0, 2]])
-    """
+    """accuracy, macro_f1, scikit-learn's per-class report and confusion matrix (rows = true, columns = predicted)."""
     from sklearn.metrics import accuracy_score, classification_report, confusion_matrix, f1_score
 
     classes = list(classes)

@@ -47,10 +47,7 @@ class ClassifyArgs:
         "names with short descriptions (ctxir/assets/agnews_labels.csv) 0.7714 (docs/results.md, "
         "Classification with embeddings)",
     )
-    templates: str = flag(
-        "",
-        "zero-shot templates separated by '||' (default: ctxir.classify.TEMPLATES); the best on --train is used",
-    )
+    templates: str = flag("", "zero-shot templates separated by '||'; the best on --train is used")
     projection: str = flag("auto", "zero-shot label projection: auto, on, off")
     projection_words: int = flag(5000, "vocabulary words the projection is fitted on")
     k: str = flag(
@@ -60,9 +57,7 @@ class ClassifyArgs:
         "(1,5,15) to report each k",
     )
     weights: str = flag("uniform", "kNN vote: uniform or distance")
-    shots: str = flag(
-        "", "also run few-shot with N training examples per class; a comma list (8,16,32) gives a curve"
-    )
+    shots: str = flag("", "also run few-shot with N training examples per class; 8,16,32 gives a curve")
     seeds: int = flag(5, "few-shot: seeds (samples of N per class)")
     few_shot_methods: str = flag("knn-5,logreg", "methods run few-shot")
     max_test: int = flag(0, "first N test rows only (0 = all; for quick checks)")
@@ -141,7 +136,7 @@ def run(args: ClassifyArgs) -> dict:
     # 2. load the encoder and embed (cached: a second run reads the vectors from disk)
     encoder, sample, encode_seconds, train_x, test_x = _embed(args, train, test)
 
-    # 3. classify the test set with every method; choosing k or the template on --train is not the speed
+    # 3. classify the test set with every method
     record: dict = {
         "model": args.model,
         "weights": encoder.config["weights"],
@@ -160,8 +155,7 @@ def run(args: ClassifyArgs) -> dict:
     classify_seconds: dict[str, float] = {}
     for method in methods:
         if method == "zero-shot":
-            named, chosen = _zero_shot(args, encoder, labels, templates, train_x, train_y)
-            started = time.perf_counter()
+            fitted = _zero_shot(args, encoder, labels, templates, train_x, train_y)
         else:
             k_choice: dict = {}
             if method == "knn" and ks is None:
@@ -177,18 +171,18 @@ def run(args: ClassifyArgs) -> dict:
                     "chosen_on": f"{table[0]['folds']}-fold stratified cross-validation accuracy on --train",
                     "candidates": table,
                 }
-            started = time.perf_counter()
             variants = [f"knn-{k}" for k in ks or [k_choice["k"]]] if method == "knn" else [method]
-            named = {
-                v: make_classifier(v, encoder, args.weights).fit_embeddings(train_x, train_y)
-                for v in variants
-            }
-            chosen = {v: {"weights": args.weights, **k_choice} if method == "knn" else {} for v in variants}
-        for name, classifier in named.items():
+            config = {"weights": args.weights, **k_choice} if method == "knn" else {}
+            fitted = {v: (make_classifier(v, encoder, args.weights), config) for v in variants}
+        for name, (classifier, config) in fitted.items():
+            started = (
+                time.perf_counter()
+            )  # fitting and predicting; choosing k or the template is not the speed
+            if method != "zero-shot":
+                classifier.fit_embeddings(train_x, train_y)
             predictions[name] = classifier.predict_labels(test_x)
             classify_seconds[name] = time.perf_counter() - started
-            started = time.perf_counter()
-            result = {**evaluate_predictions(test_y, predictions[name], classes), "config": chosen[name]}
+            result = {**evaluate_predictions(test_y, predictions[name], classes), "config": config}
             record["methods"][name] = result
             print(f"{name}: accuracy {result['accuracy']:.4f}, macro-F1 {result['macro_f1']:.4f}", flush=True)
 
@@ -238,16 +232,15 @@ def _embed(args: ClassifyArgs, train: list, test: list):
     return encoder, len(sample), encode_seconds, train_x, encode(encoder, [t for t, _ in test])
 
 
-def _zero_shot(args: ClassifyArgs, encoder, labels, templates, train_x, train_y) -> tuple[dict, dict]:
-    """The zero-shot classifier, its template and projection chosen on --train accuracy (never test)."""
+def _zero_shot(args: ClassifyArgs, encoder, labels, templates, train_x, train_y) -> dict:
+    """{"zero-shot": (the classifier, its config)}: template and projection chosen on --train accuracy, never test."""
     train = bool(train_y)
     # auto with no training data to choose on keeps the projection off: nothing to fit it for
     wanted = args.projection == "on" or (args.projection == "auto" and train)
     projection = word_projection(encoder, args.projection_words) if wanted else None
     vectors = label_vectors_for(encoder, labels, templates)
     if train and (len(vectors) > 1 or args.projection == "auto"):
-        tried = projection if args.projection != "off" else None
-        best, table = select_zero_shot(encoder, labels, train_x, train_y, templates, tried, vectors)
+        best, table = select_zero_shot(encoder, labels, train_x, train_y, templates, projection, vectors)
         if args.projection == "on":
             best = max((r for r in table if r["projection"]), key=lambda r: r["train_accuracy"])
     else:
@@ -260,7 +253,7 @@ def _zero_shot(args: ClassifyArgs, encoder, labels, templates, train_x, train_y)
         "chosen_on": "train accuracy" if table else "first template (no --train)",
         "candidates": table,
     }
-    return {"zero-shot": classifier}, {"zero-shot": chosen}
+    return {"zero-shot": (classifier, chosen)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -85,19 +85,7 @@ def load_wikiqa(path: PathLike) -> RelevanceSet:
 
 
 def load_wikiqa_pages(folder: PathLike) -> RelevanceSet:
-    """WikiQA's questions over whole pages: every split in ``folder``, each summary one document (sentences joined).
-
-    >>> import tempfile
-    >>> folder = tempfile.TemporaryDirectory()
-    >>> _ = (Path(folder.name) / "WikiQA-dev.tsv").write_text("\\t".join(WIKIQA_COLUMNS) + "\\n"
-    ...     "Q1\\tbat sonar?\\tD1\\tBat\\tD1-0\\tBats are mammals .\\t0\\n"
-    ...     "Q1\\tbat sonar?\\tD1\\tBat\\tD1-1\\tBats echolocate .\\t1\\n"
-    ...     "Q2\\tno answer?\\tD2\\tX\\tD2-0\\tNothing .\\t0\\n")
-    >>> pages = load_wikiqa_pages(folder.name)
-    >>> pages.corpus, pages.queries, pages.qrels
-    ({'D1': {'title': 'Bat', 'text': 'Bats are mammals . Bats echolocate .'}, 'D2': {'title': 'X', 'text': 'Nothing .'}}, {'Q1': 'bat sonar?'}, {'Q1': {'D1': 1}})
-    >>> folder.cleanup()
-    """
+    """WikiQA's questions over whole pages: every split in ``folder``, each summary one document (sentences joined)."""
     splits = sorted(Path(folder).glob("WikiQA-*.tsv"))
     if not splits:
         raise CtxirError(
@@ -234,12 +222,8 @@ def fix_mojibake(text: str) -> str:
 
 def load_general(data_dir: PathLike, sources: list[str]) -> dict[str, RelevanceSet]:
     """``{source: RelevanceSet}`` from ``<data_dir>/general/`` for sources among ``GENERAL_SOURCES``."""
-    readers = {
-        "squad": load_squad,
-        "wikiqa": load_wikiqa,
-        "msmarco": load_msmarco_triples,
-        "wikiqa-topics": lambda path: _topics_held_apart(data_dir, path),
-    }
+    readers = {"squad": load_squad, "wikiqa": load_wikiqa, "msmarco": load_msmarco_triples}
+    readers["wikiqa-topics"] = lambda path: _topics_held_apart(data_dir, path)
     return {
         source: readers[check_choice(source, "general source", GENERAL_SOURCES)](
             general_file(data_dir, source)

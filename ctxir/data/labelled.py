@@ -31,13 +31,7 @@ class Label:
     description: str = ""
 
     def prompt(self, template: str) -> str:
-        """The label written into ``template`` ({label}, {description}; no description → the name).
-
-        >>> Label("Sci/Tech", "science and technology").prompt("This text is about {description}.")
-        'This text is about science and technology.'
-        >>> Label("Sports").prompt("{label}: {description}")
-        'Sports: Sports'
-        """
+        """The label written into ``template`` ({label}, {description}; no description → the name)."""
         return template.replace("{label}", self.name).replace("{description}", self.description or self.name)
 
 
