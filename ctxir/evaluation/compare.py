@@ -71,31 +71,9 @@ def adjust_pvalues(pvalues: Sequence[float], correction: str = "holm") -> list[f
     return [float(v) for v in adjusted]
 
 
-def _shared_queries(per_query: Mapping[str, PerQuery], metrics: Sequence[str], baseline: str) -> list[str]:
-    """The baseline's query ids, sorted, once every system has values of every metric on exactly those queries."""
-    queries = sorted(per_query[baseline])
-    for name in per_query:
-        if set(per_query[name]) != set(queries):
-            only = sorted(set(per_query[name]) ^ set(queries))
-            raise CtxirError(
-                f"{name!r} was evaluated on {len(per_query[name])} queries and {baseline!r} on "
-                f"{len(queries)}; they differ in {len(only)} (e.g. {only[0]!r}): evaluate every system "
-                "on the same --data, --split and --max-queries"
-            )
-        have = next(iter(per_query[name].values()), {})
-        missing = [m for m in metrics if m not in have]
-        if missing:
-            raise CtxirError(
-                f"metric {missing[0]!r} is not in {name!r}'s per-query values: use some of "
-                f"{', '.join(map(repr, have))}"
-            )
-    return queries
-
-
 @dataclass(frozen=True)
 class SignificanceTest:
-    """How :func:`compare_systems` tests each difference: ``test`` (``TESTS``), ``correction`` (``CORRECTIONS``, over
-    each metric's comparisons), level ``alpha``, and the randomization test's ``n_permutations`` and ``seed``."""
+    """How :func:`compare_systems` tests each difference; ``correction`` is over each metric's comparisons."""
 
     test: str = "randomization"
     correction: str = "holm"
@@ -131,7 +109,22 @@ def compare_systems(
     if len(names) < 2:
         raise CtxirError(f"comparing needs at least 2 systems, got {len(names)}: {names!r}")
     baseline = names[0] if baseline is None else check_choice(baseline, "baseline", names)
-    queries = _shared_queries(per_query, metrics, baseline)
+    queries = sorted(per_query[baseline])  # every system needs every metric on exactly these
+    for name in names:
+        if set(per_query[name]) != set(queries):
+            only = sorted(set(per_query[name]) ^ set(queries))
+            raise CtxirError(
+                f"{name!r} was evaluated on {len(per_query[name])} queries and {baseline!r} on "
+                f"{len(queries)}; they differ in {len(only)} (e.g. {only[0]!r}): evaluate every system "
+                "on the same --data, --split and --max-queries"
+            )
+        have = next(iter(per_query[name].values()), {})
+        missing = [m for m in metrics if m not in have]
+        if missing:
+            raise CtxirError(
+                f"metric {missing[0]!r} is not in {name!r}'s per-query values: use some of "
+                f"{', '.join(map(repr, have))}"
+            )
     values = {
         name: {m: np.array([per_query[name][q][m] for q in queries], dtype=np.float64) for m in metrics}
         for name in names
@@ -163,8 +156,7 @@ def compare_systems(
 
 
 def plot_differences(path: str | Path, per_query: Mapping[str, PerQuery], result: Mapping) -> Path:
-    """Draw into ``path`` (.png or .html) each system's per-query difference from the first in ``result``'s first
-    metric, titled with its p-values."""
+    """Draw into ``path`` (.png or .html) each system's per-query difference from the baseline, with its p-values."""
     from ctxir.viz.differences import query_differences, save_differences
 
     metric, baseline = result["metrics"][0], next(iter(per_query))
@@ -181,8 +173,7 @@ def plot_differences(path: str | Path, per_query: Mapping[str, PerQuery], result
 
 
 def format_comparison(result: Mapping) -> str:
-    """Two markdown tables: each system's metrics (``†`` = significantly different from the baseline after the
-    correction), then every comparison's delta, wins/losses/ties and p-values."""
+    """Two markdown tables: each system's metrics (``†``: significant after the correction), then each comparison."""
     metrics, alpha, baseline = result["metrics"], result["alpha"], result["baseline"]
     marked = {(r["system"], r["metric"]) for r in result["comparisons"] if r["significant"]}
     labelled = {
@@ -211,8 +202,7 @@ def format_comparison(result: Mapping) -> str:
 
 
 def load_systems(specs: Sequence[str]) -> dict[str, PerQuery]:
-    """``{label: per-query values}`` from results JSONs, ``FILE`` (its ``system``) or ``FILE::SYSTEM``; a system name
-    two files share is prefixed with the file's name."""
+    """``{label: per-query values}`` from ``FILE`` or ``FILE::SYSTEM`` results JSONs (a shared name gets the file's)."""
     picked = []
     for spec in specs:
         path, _, system = spec.partition("::")

@@ -51,8 +51,7 @@ def tune_fusion_rankings(
     rrf_ks: Sequence[float] = RRF_KS,
     weights: Sequence[float] = WEIGHTS,
 ) -> dict:
-    """Grid search over fusion, rrf k and every retriever's weight but the last (which stays 1) over
-    ``per_retriever`` ({qid: hits} each); the best {"fusion", "k", "weights", metric} and the "grid"."""
+    """Grid search of fusion, rrf k and each weight but the last (1) over ``per_retriever``: the best, and the "grid"."""
     k_value = int(metric.split("@")[1]) if "@" in metric else 10
     qids = list(per_retriever[0])
     weight_sets = [[*ws, 1.0] for ws in itertools.product(weights, repeat=len(per_retriever) - 1)]

@@ -99,8 +99,7 @@ def _clean_qrels(qrels: Mapping[Any, Mapping[Any, Any]]) -> dict[str, dict[str, 
 
 
 def _clean_run(run: Mapping[Any, Mapping[Any, Any]]) -> dict[str, dict[str, float]]:
-    """Each query's documents scored n − rank (by score, ties in listed order: sorted() is stable), so trec_eval
-    meets no tie."""
+    """Each query's documents scored n − rank, ties in listed order, so trec_eval meets no tie."""
     out: dict[str, dict[str, float]] = {}
     for qid, docs in run.items():
         scored = {}
@@ -116,8 +115,7 @@ def _clean_run(run: Mapping[Any, Mapping[Any, Any]]) -> dict[str, dict[str, floa
 
 
 def _query_values(r: dict[str, float], ms: Sequence[str], ks: Sequence[int]) -> dict[str, float]:
-    """One query's pytrec_eval result ``r`` under the output keys (``MAP`` before the ``MAP@k``); MRR@k is rr when
-    the rank 1/rr is within k."""
+    """One query's pytrec_eval result ``r`` under the output keys; MRR@k is rr where the rank 1/rr is within k."""
     values: dict[str, float] = {}
     for m in ms:
         name, family = METRICS[m]

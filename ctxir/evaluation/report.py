@@ -64,10 +64,7 @@ def failure_cases(
 ) -> list[dict]:
     """The ``worst`` queries by ``metric`` (lowest first, ties by query id) that have a relevant document, as dicts.
 
-    Each case: ``qid``, ``query``, ``value``; ``results``: the top ``top``; ``relevant``: every relevant document
-    with its rank and ``status`` ("top", "low" or "missed"); ``pairs``: for each relevant document ranked below a
-    non-relevant one, (``winner`` = the highest-ranked non-relevant document, ``relevant``), highest grade first.
-    """
+    ``pairs``: (``winner`` = the best-ranked non-relevant document, ``relevant``) for each relevant one below it."""
     for name, value in (("worst", worst), ("top", top)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise CtxirError(f"{name} must be a whole number ≥ 1, got {value!r}")
@@ -83,47 +80,49 @@ def failure_cases(
             raise CtxirError(
                 f"queries has no text for judged query {qid!r}: pass the queries the qrels belong to"
             )
+        ranking, judged = ranked(runs.get(qid, {})), grades[qid]
+        position = {doc: (rank, score) for rank, (doc, score) in enumerate(ranking, 1)}
+        results = [
+            {
+                "rank": rank,
+                "doc_id": doc,
+                **_doc_fields(corpus, doc),
+                "score": score,
+                "grade": judged.get(doc),
+            }
+            for rank, (doc, score) in enumerate(ranking[:top], 1)
+        ]
+        rows = []
+        for doc, grade in judged.items():
+            rank, score = position.get(doc, (None, None))
+            status = "missed" if rank is None else "top" if rank <= top else "low"
+            fields = {"grade": grade, "rank": rank, "score": score, "status": status}
+            rows += [{"doc_id": doc, **_doc_fields(corpus, doc), **fields}] if grade > 0 else []
+        rows.sort(key=lambda r: (-r["grade"], r["rank"] is None, r["rank"] or 0, r["doc_id"]))
+        # the winner: the best-ranked non-relevant document (judged ≤ 0 or unjudged), ranked as an answer without being one
+        wrong = ((r, d, s) for r, (d, s) in enumerate(ranking, 1) if judged.get(d, 0) <= 0)
+        winner = next(
+            ({"doc_id": d, "rank": r, "score": s, "grade": judged.get(d)} for r, d, s in wrong), None
+        )
+        pairs = [
+            {"winner": dict(winner), "relevant": {k: row[k] for k in ("doc_id", "rank", "score", "grade")}}
+            for row in rows
+            if winner and (row["rank"] is None or winner["rank"] < row["rank"])
+        ]
         cases.append(
-            _case(qid, texts[qid], values[qid], metric, grades[qid], ranked(runs.get(qid, {})), corpus, top)
+            {
+                "qid": qid,
+                "query": texts[qid],
+                "metric": metric,
+                "value": values[qid],
+                "num_relevant": len(rows),
+                "num_retrieved": len(ranking),
+                "results": results,
+                "relevant": rows,
+                "pairs": pairs,
+            }
         )
     return cases
-
-
-def _case(
-    qid: str, query: str, value: float, metric: str, grades: dict, ranking: list, corpus: Corpus, top: int
-) -> dict:
-    relevant = {doc: grade for doc, grade in grades.items() if grade > 0}
-    position = {doc: (rank, score) for rank, (doc, score) in enumerate(ranking, 1)}
-    results = [
-        {"rank": rank, "doc_id": doc, **_doc_fields(corpus, doc), "score": score, "grade": grades.get(doc)}
-        for rank, (doc, score) in enumerate(ranking[:top], 1)
-    ]
-    rows = []
-    for doc, grade in relevant.items():
-        rank, score = position.get(doc, (None, None))
-        status = "missed" if rank is None else "top" if rank <= top else "low"
-        fields = {"grade": grade, "rank": rank, "score": score, "status": status}
-        rows.append({"doc_id": doc, **_doc_fields(corpus, doc), **fields})
-    rows.sort(key=lambda r: (-r["grade"], r["rank"] is None, r["rank"] or 0, r["doc_id"]))
-    # the winner: the highest-ranked non-relevant document (judged ≤ 0 or unjudged), ranked as an answer without being one
-    wrong = ((r, d, s) for r, (d, s) in enumerate(ranking, 1) if grades.get(d, 0) <= 0)
-    winner = next(({"doc_id": d, "rank": r, "score": s, "grade": grades.get(d)} for r, d, s in wrong), None)
-    pairs = [
-        {"winner": dict(winner), "relevant": {k: row[k] for k in ("doc_id", "rank", "score", "grade")}}
-        for row in rows
-        if winner and (row["rank"] is None or winner["rank"] < row["rank"])
-    ]
-    return {
-        "qid": qid,
-        "query": query,
-        "metric": metric,
-        "value": value,
-        "num_relevant": len(relevant),
-        "num_retrieved": len(ranking),
-        "results": results,
-        "relevant": rows,
-        "pairs": pairs,
-    }
 
 
 def _doc_fields(corpus: Corpus, doc_id: str) -> dict:
@@ -145,8 +144,7 @@ def report_from_results(
     worst: int = 10,
     top: int = 10,
 ) -> tuple[list[dict], dict]:
-    """(cases, meta) from a results JSON of ``ctxir evaluate`` (its "runs"); ``system`` picks the run (default: the
-    stage evaluated last)."""
+    """(cases, meta) of ``system``'s run (default: the last) in a results JSON of ``ctxir evaluate``."""
     runs = results.get("runs")
     if not runs:
         raise CtxirError(
@@ -184,8 +182,7 @@ def _comparison(qrels: Qrels, runs: Mapping[str, Run], metric: str) -> dict:
 
 
 def report_meta(qrels: Qrels, run: Run, metric: str, system: str, config=None, compare=None, **extra) -> dict:
-    """The report's header: the system, the metric's mean, the data, the ``compare`` runs against the first (2 runs and
-    2 judged queries at least)."""
+    """The report's header: the system, the metric's mean, the data, the ``compare`` runs against the first."""
     values = metric_values(qrels, run, metric)
     config = dict(config or {})
     if len(compare or {}) > 1 and len(values) > 1:
@@ -282,7 +279,11 @@ def make_report(
     explainers = {k: v for k, v in (explainers or {}).items() if v is not None}
     if explainers:
         cases = explain_failures(cases, corpus, show_progress=True, **explainers)
-        meta = {**meta, "explained_with": [_model_name(k, v) for k, v in explainers.items()]}
+        names = {
+            k: getattr(v, "model_name", None) or getattr(v, "name", None) or getattr(v, "base_model", "")
+            for k, v in explainers.items()
+        }
+        meta = {**meta, "explained_with": [f"{k} ({n})" if n and n != k else k for k, n in names.items()]}
     html_path, json_path = write_report(path, cases, meta)
     print(f"wrote {html_path} and {json_path}")
     return html_path, json_path
@@ -303,17 +304,10 @@ def report_for_pipeline(
     top: int = 10,
     compare: Mapping[str, Run] | None = None,
 ) -> tuple[Path, Path]:
-    """The report of one of ``pipeline``'s runs, explained with its models; ``compare``: the runs compared query by
-    query, the baseline first (``ctxir evaluate --report``)."""
+    """The report of one of ``pipeline``'s runs, explained with its models (``ctxir evaluate --report``)."""
     cases = failure_cases(qrels, run, corpus, queries, metric, worst, top)
     meta = report_meta(qrels, run, metric, system, config, compare)
     return make_report(path, cases, meta, corpus, pipeline_explainers(pipeline))
-
-
-def _model_name(kind: str, model) -> str:
-    name = getattr(model, "model_name", None) or getattr(model, "name", None)
-    name = name or getattr(model, "base_model", "")
-    return f"{kind} ({name})" if name and name != kind else kind
 
 
 def explainers_from_config(config: Mapping, corpus: Corpus, system: str, device: str = "auto") -> dict:

@@ -106,8 +106,7 @@ def _test(test: dict) -> str:
 
 
 def _stage_cell(result: dict, stage: str) -> str:
-    """The first stage, and, where the fused mode keeps its order (RRF at the tie-break weight), that the default
-    only re-orders its ties: "fused" would claim a fusion that does not happen there."""
+    """The first stage, and where the fused mode keeps its order, that the default only re-orders its ties."""
     fusion = result.get("fusion") or {}
     weights = ((fusion.get("first_stages") or {}).get(stage) or {}).get("weights") or fusion.get("weights")
     if weights and weights[0] >= TIE_BREAK_WEIGHT * weights[1]:

@@ -29,10 +29,7 @@ def explain_failures(
     n_steps: int | None = None,
     show_progress: bool = False,
 ) -> list[dict]:
-    """Copies of ``cases`` whose first pair carries ``explanations``, one per model given.
-
-    Each: ``model``, ``method``, ``exact``, ``about``, ``score_name``, ``winner`` / ``relevant`` (``score``, ``tokens``:
-    [token, contribution] pairs), ``terms`` (per query term, largest difference first) and ``difference``."""
+    """Copies of ``cases`` whose first pair carries ``explanations`` (``_report``'s), one per model given."""
     from tqdm.auto import tqdm
 
     if bm25 is None and bi_encoder is None and reranker is None:

@@ -31,8 +31,7 @@ def pair_integrated_gradients(
     max_steps: int,
     baseline: str,
 ) -> dict:
-    """Captum LayerIntegratedGradients of ``score(inputs) -> (batch,)``, ``inputs`` the model's tensors (input_ids,
-    attention_mask, token_type_ids if ``enc`` has them) with the ids of each step."""
+    """Captum LayerIntegratedGradients of ``score(inputs) -> (batch,)`` over ``word_embeddings``."""
     from captum.attr import LayerIntegratedGradients
 
     def forward(input_ids, attention_mask, token_type_ids=None):

@@ -33,9 +33,7 @@ def explain(
 ) -> dict:
     """Explain one (query, document) pair with every model given; a JSON-able dict (the ``/explain`` answer).
 
-    ``bi_encoder`` (always) → ``explain_bi_encoder``; ``rerankers`` maps a kind to its model (``cross_encoder=``,
-    ``cls_lr=`` for those two), each explained under the kind's key. ``cross_encoder`` always holds the first
-    re-ranker's explanation. ``title``: the document's title, where a window-reading re-ranker cuts it."""
+    ``rerankers``: {kind: model}, each explained under the kind's key; ``cross_encoder`` holds the first's."""
     query, document = check_pair_text(query, "query"), check_pair_text(document, "document")
     if bi_encoder is None:
         raise CtxirError(

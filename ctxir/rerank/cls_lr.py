@@ -48,9 +48,7 @@ def cls_features(
     max_length: int | None = None,
     head: Sequence | None = None,
 ) -> np.ndarray:
-    """(pairs, hidden[+1]) float32 [CLS] vectors of ``[CLS] query [SEP] document [SEP]`` (see ``pair_vectors``).
-
-    ``layer`` indexes ``hidden_states`` (0 = embeddings, -1 = last); ``max_length`` follows ``max_length_for``."""
+    """(pairs, hidden[+1]) float32 [CLS] vectors of ``layer`` (0 = embeddings, -1 = last), see ``pair_vectors``."""
     max_length = max_length_for(max_length, tokenizer.model_max_length, position_limit(model.config))
     out = []
     device = next(model.parameters()).device

@@ -119,8 +119,7 @@ class Pipeline:
 def mode_fusion(
     reranker: Reranker | None, mode: str = "fused", first_stage: str | None = None
 ) -> StageFusion | None:
-    """A Pipeline's ``fusion`` in re-rank ``mode``: "fused" by the re-ranker's ``stage_fusion`` (for ``first_stage``),
-    "alone" None; None without a re-ranker."""
+    """A Pipeline's ``fusion`` in re-rank ``mode``: the re-ranker's ``stage_fusion`` if "fused", else None."""
     check_choice(mode, "re-rank mode", RERANK_MODES)
     if reranker is None or mode == "alone":
         return None
@@ -148,8 +147,7 @@ def build_first_stages(
     index: str | None = None,
     show_progress: bool = False,
 ) -> dict[str, Retriever]:
-    """``{kind: retriever}`` for each of ``kinds`` over ``corpus``, parts built once and shared ("hybrid" fuses
-    the BM25 and dense retrievers returned beside it; one dense retriever per bi-encoder in ``encoders``)."""
+    """``{kind: retriever}`` for each of ``kinds`` over ``corpus``, parts built once and shared."""
     hybrid = hybrid or HybridSettings()
     stages = [get_first_stage(kind) for kind in kinds]
     needing = [stage.name for stage in stages if stage.uses_bi_encoder]

@@ -177,8 +177,7 @@ class CrossEncoderReranker(Reranker):
         backend: str = "torch",
         both_orders: bool | None = None,
     ):
-        """``backend``: "torch", "onnx" (the body in ONNX Runtime on the CPU) or "onnx-int8" (its base layers in int8);
-        a model off the CPU or that cannot be exported scores in torch. ``both_orders``: None = as the model's folder says."""
+        """``backend`` onnx*: the body in ONNX Runtime on the CPU, else torch; ``both_orders`` None: as its folder says."""
         self.model_name = model if isinstance(model, str) else type(model).__name__
         self.model = load_cross_encoder(model, device) if isinstance(model, str) else model
         self.batch_size = batch_size

@@ -95,8 +95,7 @@ class RerankerKind:
         return self.shipped if shipped else self.fallback
 
     def available(self, model: str | None = "") -> tuple[bool, str]:
-        """(True, "") when ``model`` ("" = the default) is on this machine (no network, nothing loaded), else
-        (False, why)."""
+        """(True, "") when ``model`` ("" = the default) is on this machine (no network), else (False, why)."""
         model = (model or "").strip()
         if model.lower() == "none":
             return False, "turned off with 'none'"
@@ -263,9 +262,9 @@ def get_reranker(name: str) -> RerankerKind:
 
 def kind_of(obj: Any) -> RerankerKind:
     """The kind of a re-ranker object in memory (a ``ctxir.Reranker`` or the model it wraps)."""
-    for kind in RERANKERS.values():
-        if kind.accepts(obj):
-            return kind
+    kind = next((kind for kind in RERANKERS.values() if kind.accepts(obj)), None)
+    if kind is not None:
+        return kind
     raise CtxirError(
         f"{type(obj).__name__!r} is no re-ranker ctxir knows: pass one of the kinds "
         f"{', '.join(map(repr, RERANKERS))} (a CrossEncoderReranker, CrossEncoder or ClsLrRanker)"
@@ -384,9 +383,11 @@ def alone_below_bm25(model: str) -> str | None:
             alone, first = bm25["alone"]["nDCG@10"], bm25["first_stage"]["nDCG@10"]
             if alone < first:
                 below.append(f"{name.removesuffix('_test')} (nDCG@10 {alone} vs {first})")
-    if not below:
-        return None
-    return f"alone it scored below BM25 on {', '.join(below)}; evaluation.json, docs/results.md"
+    return (
+        f"alone it scored below BM25 on {', '.join(below)}; evaluation.json, docs/results.md"
+        if below
+        else None
+    )
 
 
 RERANKER_CHOICES = LiveChoices(reranker_choices)  # live: "none" + every registered kind
