@@ -21,13 +21,6 @@ class License:
     slug: str | None = None  # `license_name:` for hub_id == "other"
 
 
-AG_CORPUS_TERMS = License(
-    "other",
-    "AG's corpus terms (non-commercial research only)",
-    frozenset({"NC", "RESEARCH"}),
-    "http://groups.di.unipi.it/~gulli/AG_corpus_of_news_articles.html",
-    "ag-corpus-terms",
-)
 MSMARCO_TERMS = License(
     "other",
     "MS MARCO terms (non-commercial research only)",
@@ -43,35 +36,17 @@ WIKIQA_TERMS = License(
     "https://www.microsoft.com/en-us/download/details.aspx?id=52419",
     "msr-data-license-wikiqa",
 )
-# Hub license ids for common permissive licenses (no NC/SA/ND conditions).
-_PERMISSIVE = {
-    "apache-2.0": "Apache 2.0",
-    "mit": "MIT",
-    "bsd-3-clause": "BSD 3-Clause",
-    "bsd-2-clause": "BSD 2-Clause",
-    "cc0-1.0": "CC0 1.0",
-    "openrail": "OpenRAIL",
-    "unlicense": "Unlicense",
-}
-# the Creative Commons licenses the Hub has an id for: variant → versions
-_CC_VERSIONS = {
-    "": ("2.0", "2.5", "3.0", "4.0"),
-    "sa-": ("3.0", "4.0"),
-    "nc-": ("2.0", "3.0", "4.0"),
-    "nd-": ("4.0",),
-    "nc-nd-": ("3.0", "4.0"),
-    "nc-sa-": ("2.0", "3.0", "4.0"),
-}
-_CC_HUB_IDS = {f"cc-by-{variant}{v}" for variant, versions in _CC_VERSIONS.items() for v in versions}
-KNOWN_LICENSE_EXAMPLES = (
-    "CC BY-NC 2.0",
-    "CC BY-SA 4.0",
-    "CC BY-NC-SA 3.0",
-    "MS MARCO non-commercial research only",
-    "Microsoft Research Data License",
-    "apache-2.0",
-    "mit",
+# Hub license ids for common permissive licenses (no NC/SA/ND conditions), and their other spellings
+_PERMISSIVE = {"apache-2.0": "Apache 2.0", "mit": "MIT", "bsd-3-clause": "BSD 3-Clause", "cc0-1.0": "CC0 1.0"}
+_PERMISSIVE |= {"bsd-2-clause": "BSD 2-Clause", "openrail": "OpenRAIL", "unlicense": "Unlicense"}
+_SPELLINGS = {"apache-2": "apache-2.0", "apache": "apache-2.0", "apache-license-2.0": "apache-2.0"}
+# the Creative Commons licenses the Hub has an id for
+_CC_HUB_IDS = set(
+    "by-2.0 by-2.5 by-3.0 by-4.0 by-sa-3.0 by-sa-4.0 by-nc-2.0 by-nc-3.0 by-nc-4.0 by-nd-4.0 by-nc-nd-3.0 "
+    "by-nc-nd-4.0 by-nc-sa-2.0 by-nc-sa-3.0 by-nc-sa-4.0".replace("by-", "cc-by-").split()
 )
+KNOWN_LICENSE_EXAMPLES = ("CC BY-NC 2.0", "CC BY-SA 4.0", "CC BY-NC-SA 3.0", "MS MARCO terms", "apache-2.0")
+KNOWN_LICENSE_EXAMPLES += ("Microsoft Research Data License", "mit")
 
 
 def parse_license(text: str | None) -> License | None:
@@ -79,8 +54,6 @@ def parse_license(text: str | None) -> License | None:
     if not text or not str(text).strip():
         return None
     low = str(text).strip().lower()
-    if "ag's corpus" in low or "ag news" in low:
-        return AG_CORPUS_TERMS
     if "microsoft research data license" in low or "wikiqa" in low:
         return WIKIQA_TERMS
     if "ms marco" in low or "msmarco" in low or "research only" in low or "non-commercial research" in low:
@@ -100,21 +73,14 @@ def parse_license(text: str | None) -> License | None:
             f"https://creativecommons.org/licenses/{'-'.join(['by', *order])}/{match.group(2)}/",
         )
     slug = re.sub(r"[\s_]+", "-", low)
-    if slug in _PERMISSIVE:
-        return License(slug, _PERMISSIVE[slug])
-    if slug in ("apache-2", "apache", "apache-license-2.0"):
-        return License("apache-2.0", "Apache 2.0")
-    return None
+    slug = _SPELLINGS.get(slug, slug)
+    return License(slug, _PERMISSIVE[slug]) if slug in _PERMISSIVE else None
 
 
 # `license_link` of a model whose sources' terms differ: the file in its repo that lists them (``license_file``).
 LICENSE_FILE = "LICENSE.md"
 SOURCES_TERMS = License(
-    "other",
-    "the terms of each training source (LICENSE.md)",
-    frozenset(),
-    LICENSE_FILE,
-    "training-data-terms",
+    "other", "the terms of each training source (LICENSE.md)", link=LICENSE_FILE, slug="training-data-terms"
 )
 
 
@@ -170,6 +136,62 @@ SPLIT_NAMES = {
 }
 
 
+# BibTeX of the training sources and of the work a card cites, by key
+_BIBTEX = r"""
+@inproceedings{wadden-etal-2020-fact,
+  title = {Fact or Fiction: Verifying Scientific Claims},
+  author = {Wadden, David and Lin, Shanchuan and Lo, Kyle and Wang, Lucy Lu and van Zuylen, Madeleine and Cohan, Arman and Hajishirzi, Hannaneh},
+  booktitle = {EMNLP},
+  year = {2020}
+}
+
+@inproceedings{cer-etal-2017-semeval,
+  title = {SemEval-2017 Task 1: Semantic Textual Similarity Multilingual and Crosslingual Focused Evaluation},
+  author = {Cer, Daniel and Diab, Mona and Agirre, Eneko and Lopez-Gazpio, I{\~n}igo and Specia, Lucia},
+  booktitle = {SemEval-2017},
+  year = {2017}
+}
+
+@article{bajaj2016msmarco,
+  title = {MS MARCO: A Human Generated MAchine Reading COmprehension Dataset},
+  author = {Bajaj, Payal and others},
+  journal = {arXiv:1611.09268},
+  year = {2016}
+}
+
+@inproceedings{rajpurkar-etal-2016-squad,
+  title = {SQuAD: 100,000+ Questions for Machine Comprehension of Text},
+  author = {Rajpurkar, Pranav and Zhang, Jian and Lopyrev, Konstantin and Liang, Percy},
+  booktitle = {EMNLP},
+  year = {2016}
+}
+
+@inproceedings{yang-etal-2015-wikiqa,
+  title = {WikiQA: A Challenge Dataset for Open-Domain Question Answering},
+  author = {Yang, Yi and Yih, Wen-tau and Meek, Christopher},
+  booktitle = {EMNLP},
+  year = {2015}
+}
+
+@inproceedings{thakur2021beir,
+  title = {BEIR: A Heterogeneous Benchmark for Zero-shot Evaluation of Information Retrieval Models},
+  author = {Thakur, Nandan and Reimers, Nils and R{\"u}ckl{\'e}, Andreas and Srivastava, Abhishek and Gurevych, Iryna},
+  booktitle = {NeurIPS Datasets and Benchmarks},
+  year = {2021}
+}
+
+@inproceedings{reimers-2019-sentence-bert,
+  title = {Sentence-BERT: Sentence Embeddings using Siamese BERT-Networks},
+  author = {Reimers, Nils and Gurevych, Iryna},
+  booktitle = {EMNLP-IJCNLP},
+  year = {2019}
+}
+"""
+CITATIONS = {entry.split("{", 1)[1].split(",", 1)[0]: entry for entry in _BIBTEX.strip().split("\n\n")}
+BEIR_CITATION = CITATIONS["thakur2021beir"]
+SBERT_CITATION = CITATIONS["reimers-2019-sentence-bert"]
+
+
 @dataclass(frozen=True)
 class DatasetInfo:
     key: str
@@ -179,116 +201,28 @@ class DatasetInfo:
     citation: str  # BibTeX
 
 
+# key | card name | Hub copy | link | citation key | other spellings (as dataset_info normalises names)
+_DATASETS = """
+scifact | SciFact (BEIR) | BeIR/scifact | https://github.com/allenai/scifact | wadden-etal-2020-fact | beirscifact
+stsb | STS Benchmark | mteb/stsbenchmark-sts | https://ixa2.si.ehu.eus/stswiki/index.php/STSbenchmark | cer-etal-2017-semeval | stsbenchmark stsbenchmarksts
+msmarco | MS MARCO (passage sample) | microsoft/ms_marco | https://microsoft.github.io/msmarco/ | bajaj2016msmarco | msmarcosample msmarcopassage
+squad | SQuAD v1.1 (questions → their Wikipedia paragraphs) | rajpurkar/squad | https://rajpurkar.github.io/SQuAD-explorer/ | rajpurkar-etal-2016-squad | squadv11
+wikiqa | WikiQA (Bing questions → answer sentences) | microsoft/wiki_qa | https://www.microsoft.com/en-us/download/details.aspx?id=52419 | yang-etal-2015-wikiqa |
+"""
+_ROWS = [[cell.strip() for cell in line.split("|")] for line in _DATASETS.strip().splitlines()]
 KNOWN_DATASETS = {
-    "agnews": DatasetInfo(
-        "agnews",
-        "AG News",
-        "fancyzhx/ag_news",
-        "http://groups.di.unipi.it/~gulli/AG_corpus_of_news_articles.html",
-        "@inproceedings{zhang-2015-character,\n  title = {Character-level Convolutional Networks for Text "
-        "Classification},\n  author = {Zhang, Xiang and Zhao, Junbo and LeCun, Yann},\n  booktitle = "
-        "{NeurIPS},\n  year = {2015}\n}",
-    ),
-    "scifact": DatasetInfo(
-        "scifact",
-        "SciFact (BEIR)",
-        "BeIR/scifact",
-        "https://github.com/allenai/scifact",
-        "@inproceedings{wadden-etal-2020-fact,\n  title = {Fact or Fiction: Verifying Scientific "
-        "Claims},\n  author = {Wadden, David and Lin, Shanchuan and Lo, Kyle and Wang, Lucy Lu and "
-        "van Zuylen, Madeleine and Cohan, Arman and Hajishirzi, Hannaneh},\n  booktitle = {EMNLP},"
-        "\n  year = {2020}\n}",
-    ),
-    "stsb": DatasetInfo(
-        "stsb",
-        "STS Benchmark",
-        "mteb/stsbenchmark-sts",
-        "https://ixa2.si.ehu.eus/stswiki/index.php/STSbenchmark",
-        "@inproceedings{cer-etal-2017-semeval,\n  title = {SemEval-2017 Task 1: Semantic Textual "
-        "Similarity Multilingual and Crosslingual Focused Evaluation},\n  author = {Cer, Daniel and "
-        "Diab, Mona and Agirre, Eneko and Lopez-Gazpio, I{\\~n}igo and Specia, Lucia},\n  booktitle = "
-        "{SemEval-2017},\n  year = {2017}\n}",
-    ),
-    "sick": DatasetInfo(
-        "sick",
-        "SICK",
-        "mteb/sickr-sts",
-        "https://marcobaroni.org/composes/sick.html",
-        "@inproceedings{marelli-etal-2014-sick,\n  title = {A SICK cure for the evaluation of "
-        "compositional distributional semantic models},\n  author = {Marelli, Marco and Menini, "
-        "Stefano and Baroni, Marco and Bentivogli, Luisa and Bernardi, Raffaella and Zamparelli, "
-        "Roberto},\n  booktitle = {LREC},\n  year = {2014}\n}",
-    ),
-    "snli": DatasetInfo(
-        "snli",
-        "SNLI",
-        "stanfordnlp/snli",
-        "https://nlp.stanford.edu/projects/snli/",
-        "@inproceedings{bowman-etal-2015-large,\n  title = {A large annotated corpus for learning "
-        "natural language inference},\n  author = {Bowman, Samuel R. and Angeli, Gabor and Potts, "
-        "Christopher and Manning, Christopher D.},\n  booktitle = {EMNLP},\n  year = {2015}\n}",
-    ),
-    "msmarco": DatasetInfo(
-        "msmarco",
-        "MS MARCO (passage sample)",
-        "microsoft/ms_marco",
-        "https://microsoft.github.io/msmarco/",
-        "@article{bajaj2016msmarco,\n  title = {MS MARCO: A Human Generated MAchine Reading "
-        "COmprehension Dataset},\n  author = {Bajaj, Payal and others},\n  journal = "
-        "{arXiv:1611.09268},\n  year = {2016}\n}",
-    ),
-    "squad": DatasetInfo(
-        "squad",
-        "SQuAD v1.1 (questions → their Wikipedia paragraphs)",
-        "rajpurkar/squad",
-        "https://rajpurkar.github.io/SQuAD-explorer/",
-        "@inproceedings{rajpurkar-etal-2016-squad,\n  title = {SQuAD: 100,000+ Questions for Machine "
-        "Comprehension of Text},\n  author = {Rajpurkar, Pranav and Zhang, Jian and Lopyrev, Konstantin and "
-        "Liang, Percy},\n  booktitle = {EMNLP},\n  year = {2016}\n}",
-    ),
-    "wikiqa": DatasetInfo(
-        "wikiqa",
-        "WikiQA (Bing questions → answer sentences)",
-        "microsoft/wiki_qa",
-        "https://www.microsoft.com/en-us/download/details.aspx?id=52419",
-        "@inproceedings{yang-etal-2015-wikiqa,\n  title = {WikiQA: A Challenge Dataset for Open-Domain "
-        "Question Answering},\n  author = {Yang, Yi and Yih, Wen-tau and Meek, Christopher},\n  booktitle = "
-        "{EMNLP},\n  year = {2015}\n}",
-    ),
+    key: DatasetInfo(key, name, hub, url, CITATIONS[cite]) for key, name, hub, url, cite, _ in _ROWS
 }
-# other spellings of a KNOWN_DATASETS key, as dataset_info normalises names (lowercase letters and digits)
-_OTHER_SPELLINGS = {
-    "agnews": ("agnewstopicclassification",),
-    "scifact": ("beirscifact",),
-    "stsb": ("stsbenchmark", "stsbenchmarksts"),
-    "sick": ("sickr", "sicke"),
-    "msmarco": ("msmarcosample", "msmarcopassage"),
-    "squad": ("squadv11",),
-}
-_DATASET_ALIASES = {alias: key for key in KNOWN_DATASETS for alias in (key, *_OTHER_SPELLINGS.get(key, ()))}
+_DATASET_ALIASES = {alias: row[0] for row in _ROWS for alias in (row[0], *row[5].split())}
 # each training source's terms, as parse_license reads them: a training run writes them into datasets[].license
 DATA_LICENSES = {
     "scifact": "CC BY-NC 2.0",
     "stsb": "CC BY-SA 4.0",
-    "sick": "CC BY-NC-SA 3.0",
-    "snli": "CC BY-SA 4.0",
     "msmarco": "MS MARCO terms (non-commercial research only)",
-    "agnews": "AG's corpus terms (non-commercial research only)",
     "squad": "CC BY-SA 4.0",
     "wikiqa": "Microsoft Research Data License (WikiQA)",
     "wikiqa-topics": "Microsoft Research Data License (WikiQA)",  # made from WikiQA train's summaries
 }
-BEIR_CITATION = (
-    "@inproceedings{thakur2021beir,\n  title = {BEIR: A Heterogeneous Benchmark for Zero-shot Evaluation "
-    "of Information Retrieval Models},\n  author = {Thakur, Nandan and Reimers, Nils and R{\\\"u}ckl{\\'e}, "
-    "Andreas and Srivastava, Abhishek and Gurevych, Iryna},\n  booktitle = {NeurIPS Datasets and "
-    "Benchmarks},\n  year = {2021}\n}"
-)
-SBERT_CITATION = (
-    "@inproceedings{reimers-2019-sentence-bert,\n  title = {Sentence-BERT: Sentence Embeddings using "
-    "Siamese BERT-Networks},\n  author = {Reimers, Nils and Gurevych, Iryna},\n  booktitle = {EMNLP-IJCNLP},"
-    "\n  year = {2019}\n}"
-)
 
 
 # evaluation-only collections (the out-of-domain suite, training/evaluate_reranker.py): how a card names them
