@@ -1,5 +1,4 @@
-"""Evaluation: metrics, ``ctxir evaluate`` and fusion tuning (evaluate.py), ``ctxir compare`` (paired tests between
-saved runs), ``ctxir report`` (the failure report: report.py, report_html.py) and the suite's table (suite.py)."""
+"""Evaluation: metrics, ``ctxir evaluate``, ``ctxir compare``, ``ctxir report`` and the suite's table."""
 
 from ctxir.evaluation.metrics import (  # noqa: F401 -- public API
     EvalResult,

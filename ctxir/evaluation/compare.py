@@ -1,5 +1,4 @@
-"""``ctxir compare``: several systems' results JSONs on the same queries, one metrics table, and a paired test
-(randomization or t-test; holm, bonferroni or no correction) against the baseline, the first, per system."""
+"""``ctxir compare``: systems' results JSONs on the same queries, one table, paired tests against the first."""
 
 from __future__ import annotations
 

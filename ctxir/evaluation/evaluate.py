@@ -1,6 +1,4 @@
-"""``ctxir evaluate``: score a retrieval pipeline (or an STS scorer) on a benchmark, print a metrics table and write
-a JSON of metrics, per-query values, top-k runs and the config (flags in docs/reference/cli.md); fusion settings are
-tuned on training queries (never on the test queries they are reported on)."""
+"""``ctxir evaluate``: score a retrieval pipeline (or an STS scorer) on a benchmark; fusion is tuned on training queries."""
 
 from __future__ import annotations
 

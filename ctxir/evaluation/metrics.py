@@ -1,5 +1,4 @@
-"""Retrieval and similarity metrics over qrels/runs and score matrices, ranking via pytrec_eval; equal scores keep
-the run's listed order, a judged query the run lacks scores 0 (unlike BEIR)."""
+"""Retrieval (pytrec_eval; ties in listed order, a missing judged query scores 0) and similarity metrics."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The failure report: a run's worst queries, what they missed, the (winner, relevant) pairs to explain, its files,
-and ``ctxir report RESULTS.json`` (the report of a saved evaluation, its models rebuilt from the results)."""
+"""The failure report: a run's worst queries, what they missed, the pairs to explain; ``ctxir report RESULTS.json``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The failure report as HTML (``render_report`` fills ``templates/report.html.j2``), and the colours of
-attributions everywhere ctxir draws them."""
+"""The failure report as HTML (``templates/report.html.j2``), and the colours of attributions everywhere."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Why a bi-encoder scored a pair: its cosine split over tokens, exactly for mean pooling, else Integrated Gradients.
 
-With mean pooling over every non-padding token and any normalisation after it, the cosine splits exactly into
-query-token × document-token terms: cos(q̄, d̄) = Σᵢⱼ qᵢ·dⱼ / (n·m·‖q̄‖·‖d̄‖)."""
+Mean pooling then normalisation: cos(q̄, d̄) = Σᵢⱼ qᵢ·dⱼ / (n·m·‖q̄‖·‖d̄‖)."""
 
 from __future__ import annotations
 
@@ -75,10 +74,8 @@ def explain_bi_encoder(
 ) -> dict:
     """Split a bi-encoder's cosine(query, document) over tokens, each text after its prompt.
 
-    model: a ``SentenceTransformer``, a ``ctxir.BiEncoder`` (its pooling, layer and prompts) or a name. method: "exact"
-    (mean pooling only), "integrated-gradients" (any pooling) or "auto". Returns ``cosine``, ``query_tokens``,
-    ``document_tokens``, ``pair_contributions`` (rows = query tokens; None for IG), ``query_contributions`` /
-    ``document_contributions``, ``method``, ``pooling`` and, for IG, the completeness report.
+    method: "exact" (mean pooling only), "integrated-gradients" (any pooling) or "auto"; ``pair_contributions``
+    (rows = query tokens) is None for IG.
 
     >>> out = explain_bi_encoder("sentence-transformers/all-MiniLM-L6-v2", "river otters",
     ...                          "Otters dig dens in the river bank.")  # doctest: +SKIP

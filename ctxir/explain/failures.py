@@ -1,5 +1,4 @@
-"""Why a document the run ranked above a relevant one won: BM25 (exact), bi-encoder (exact for mean pooling) and
-re-ranker (Integrated Gradients) explanations of a failure report's pairs, which are plain dicts."""
+"""Why a document ranked above a relevant one won: BM25, bi-encoder and re-ranker explanations of report pairs."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """Integrated Gradients as every explanation runs them: the baseline, the steps doubled until complete, the checks.
 
-The baseline keeps [CLS]/[SEP] and replaces every other token by [PAD] (or [MASK]), so only the words are
-attributed; the completeness error |Σ attributions − (score − baseline_score)| / |score − baseline_score| is
-reported, and the steps doubled up to a cap while it is above 1 %."""
+The baseline keeps [CLS]/[SEP] and puts [PAD] (or [MASK]) for every other token, so only the words are attributed."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Why a re-ranker scored a pair: Integrated Gradients of a cross-encoder's or a CLS-LR ranker's score over tokens,
-plus the attention from [CLS]; ``explainer_for(kind)`` gives each kind of the registry its explainer."""
+"""Why a re-ranker scored a pair: Integrated Gradients of its score over tokens, and [CLS]'s attention."""
 
 from __future__ import annotations
 
@@ -34,11 +33,9 @@ def explain_cross_encoder(
     attention: bool = True,
     title: str = "",
 ) -> dict:
-    """Integrated Gradients of a cross-encoder's score (as ``CrossEncoderReranker.score_pairs`` reports it, or the
-    raw ``logit``) over the tokens of ``[CLS] query [SEP] document [SEP]``.
+    """Integrated Gradients of a cross-encoder's score (as ``score_pairs`` reports it, or the raw ``logit``) over the
+    tokens of ``[CLS] query [SEP] document [SEP]``; a window-reading re-ranker's best ``window`` (after ``title``).
 
-    model: a ``CrossEncoder``, a ``ctxir.CrossEncoderReranker`` or a model name. A re-ranker that reads long documents
-    by windows is explained on the window that ranked the document (``window``; ``title``: where the windows start).
     Below, MiniLM with a fresh one-logit head, which shows the contract (not a meaningful score):
 
     >>> from sentence_transformers import CrossEncoder
@@ -101,8 +98,7 @@ def explain_cls_lr(
     attention: bool = True,
     title: str = "",
 ) -> dict:
-    """Integrated Gradients of a CLS-LR ranker's logit (what ``ClsLrRanker.score_pairs`` reports); ``ranker``: a
-    ``ctxir.ClsLrRanker`` or a folder. ``title`` is unused: the ranker reads a document's first tokens.
+    """Integrated Gradients of a CLS-LR ranker's logit (its ``score_pairs``); ``title`` unused (it reads the start).
 
     >>> from ctxir.encoders.models import load_transformer
     >>> from ctxir.rerank import ClsLrRanker, cls_features
