@@ -23,14 +23,7 @@ from ctxir.cli import cli_main, flag  # noqa: E402
 from ctxir.encoders.models import DEFAULT_BI_ENCODER  # noqa: E402
 from ctxir.evaluation.metrics import paired_test  # noqa: E402
 from ctxir.files import read_json, write_json  # noqa: E402
-from scripts.results_adapt_doc import (  # noqa: E402,F401  (table, musts: the tests read them here)
-    OVERLAP_DEPTH,
-    RECORD,
-    musts,
-    table,
-    times,
-    write_table,
-)
+from scripts.results_adapt_doc import OVERLAP_DEPTH, RECORD, times, write_table  # noqa: E402
 from scripts.results_tables import write_block  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"

@@ -142,14 +142,13 @@ def test_results_md_foundation_and_classify_blocks_are_what_their_records_render
 def test_results_md_adapt_blocks_are_what_adapt_json_renders():
     """The ctxir adapt table, its seeds and its timings, rendered again from docs/bench."""
     from ctxir.files import read_json
-    from scripts import results_adapt
+    from scripts.results_adapt_doc import RECORD, seed_records, seed_spread, table, times
 
     blocks = dict(BLOCK.findall((DOCS / "results.md").read_text(encoding="utf-8")))
-    record = read_json(results_adapt.RECORD)
-    from scripts.results_adapt_doc import seed_records, seed_spread, times
+    record = read_json(RECORD)
 
     rendered = [
-        ("adapt", results_adapt.table(record)),
+        ("adapt", table(record)),
         ("adapt-times", times(record)),
     ]
     if others := seed_records():  # the default at other seeds, once they are recorded
