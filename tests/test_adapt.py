@@ -321,7 +321,7 @@ def test_the_hybrid_teacher_weighs_each_part_to_one_spread_of_margins():
     dense_w, bm25_w = teacher.calibrate(groups)
     margins = np.stack([p[0] - p[1] for p in teacher.parts(groups)])  # (groups, 2): cosine, BM25
     assert np.allclose((margins * [dense_w, bm25_w]).std(axis=0), 1.0)
-    scores = teacher.score_groups(groups)
+    scores = teacher.score_groups(groups, [["dense"]] * len(groups))
     assert np.allclose([s[0] - s[1] for s in scores], margins @ [dense_w, bm25_w], rtol=1e-3, atol=1e-3)
 
 
@@ -336,12 +336,10 @@ def test_the_complement_teacher_labels_bm25_mined_negatives_by_the_cosine_alone(
             return v / np.linalg.norm(v, axis=1, keepdims=True)
 
     corpus = {r["_id"]: {"title": r["title"], "text": r["text"]} for r in _corpus_rows()}
-    teacher = HybridTeacher(corpus, Encoder(), bm25_blind=("bm25",))
+    teacher = HybridTeacher(corpus, Encoder())
     groups = [(TOPICS[t].split(". ")[0], [TOPICS[t], *(TOPICS[u] for u in TOPICS if u != t)]) for t in TOPICS]
     sources = (["bm25", "dense"] * len(TOPICS))[: len(TOPICS) - 1]  # each negative's mining source
     dense_w, bm25_w = teacher.calibrate(groups)
-    with pytest.raises(ValueError, match="mining source"):
-        teacher.score_groups(groups)
     for p, s in zip(
         teacher.parts(groups), teacher.score_groups(groups, [sources] * len(groups)), strict=True
     ):

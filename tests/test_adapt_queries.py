@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxir.adapt.queries import QUERY_KINDS, pseudo_queries
+from ctxir.adapt.queries import QUERY_KINDS, kinds_phrase, pseudo_queries
 
 CORPUS = {
     f"d{i}": {
@@ -32,3 +32,16 @@ def test_the_teacher_reads_the_positive_the_student_sees():
 def test_a_kind_that_is_not_known_is_named_with_the_kinds_there_are():
     with pytest.raises(Exception, match=r"--query-kinds 'topics' is not known: .*sentence, span, generated"):
         pseudo_queries(CORPUS, kinds=["topics"])
+
+
+def test_a_title_and_a_sentence_each_leave_the_rest_as_positive_and_the_kinds_read_in_words():
+    corpus = {
+        "d1": {
+            "title": "Where otters live",
+            "text": "Otters dig dens in river banks. They eat fish and crabs at night.",
+        }
+    }
+    drawn = [(q.kind, q.text) for q in pseudo_queries(corpus, per_doc=2, seed=0)]
+    assert drawn == [("title", "Where otters live"), ("sentence", "Otters dig dens in river banks.")]
+    counts = {"total": 5, "span": 1, "title": 2, "generated": 2, "sentence": 0}
+    assert kinds_phrase(counts) == "titles, word spans and generated queries"

@@ -9,20 +9,14 @@ import functools
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, fields
+from datetime import UTC, datetime
+from itertools import pairwise
 from pathlib import Path
 
 from ctxir import kinds
 from ctxir.adapt.negatives import COMPLEMENT_TEACHER
-from ctxir.adapt.queries import QUERY_KINDS, PseudoQuery, describe, pseudo_queries
-from ctxir.adapt.work import (
-    BudgetReached,
-    WorkDir,
-    adapter_record,
-    corpus_fingerprint,
-    read_jsonl,
-    write_card,
-    write_jsonl,
-)
+from ctxir.adapt.queries import ALL_KINDS, QUERY_KINDS, PseudoQuery, describe, pseudo_queries
+from ctxir.adapt.work import BudgetReached, WorkDir, corpus_fingerprint, read_jsonl, write_card, write_jsonl
 from ctxir.cli import cli_main, flag
 from ctxir.encoders.models import DEFAULT_BI_ENCODER
 from ctxir.types import Corpus, CtxirError, doc_text
@@ -38,38 +32,26 @@ class AdaptArgs:
     corpus: str = flag("", "the corpus: a BEIR folder or corpus.jsonl, or a .txt/.jsonl/.csv/.tsv file")
     output: str = flag("", "folder for the adapter (rerunning continues the run in it)")
     model: str = flag(DEFAULT_BI_ENCODER, "the bi-encoder to adapt (id or folder)")
-    query_prompt: str | None = flag(
-        None,
-        "text --model puts before each query: default its own prompt (config_sentence_transformers.json); "
-        "'' for none; the adapter is trained and saved with it",
-    )
-    document_prompt: str | None = flag(
-        None, "text --model puts before each document: default its own prompt; '' for none"
-    )
+    query_prompt: str | None = flag(None, "text before each query: default --model's own; '' for none")
+    document_prompt: str | None = flag(None, "text before each document: default --model's own; '' for none")
     teacher: str = flag(
         COMPLEMENT_TEACHER,
-        "'complement' = the base bi-encoder's cosine + BM25, the cosine alone on BM25-mined negatives; a "
-        "cross-encoder id or folder, or '' for the shipped one: its score margins label the negatives (MarginMSELoss)",
+        "'complement' = the base's cosine + BM25 (the cosine alone on BM25-mined negatives); a cross-encoder id "
+        "or folder, or '' for the shipped one: its score margins label the negatives (MarginMSELoss)",
     )
     query_kinds: str = flag(
-        ",".join(QUERY_KINDS),
-        "pseudo-queries: comma list of title, sentence, span (one of each in turn, in this order); "
-        "also generated (written by --generator)",
+        ",".join(QUERY_KINDS), "pseudo-queries: a list of title, sentence, span, generated"
     )
     generator: str = flag(
         "",
-        "experimental: the query generator for --query-kinds generated: a sequence-to-sequence "
-        "doc2query model (a Hub id such as macavaney/doc2query-t5-base-msmarco, offline from the local cache, "
-        "or its folder). It writes one query for each of --max-queries documents drawn at random (every "
-        "document's --queries-per-doc when --max-queries is 0)",
+        "experimental: the doc2query model (Hub id such as macavaney/doc2query-t5-base-msmarco, or a folder) that "
+        "writes --query-kinds generated: one query for each of --max-queries random documents (0: all, per doc)",
     )
     queries_per_doc: int = flag(3, "pseudo-queries cut from each document, at most")
     max_queries: int = flag(2000, "pseudo-queries kept, drawn across the corpus (0 = all)")
     negatives: int = flag(1, "mined negatives per query (BM25 and dense in turn)")
     mining_depth: int = flag(30, "negatives are drawn from each retriever's top N")
-    max_seq_length: int = flag(
-        128, "tokens per text in training (0 = the model's own); the saved adapter reads as its base does"
-    )
+    max_seq_length: int = flag(128, "tokens per text in training (0 = the model's own)")
     lora_rank: int = 16
     lora_alpha: int = 32
     learning_rate: float = 2e-4
@@ -79,9 +61,7 @@ class AdaptArgs:
     max_steps: int = flag(0, "training steps (0 = --epochs over the labelled rows)")
     save_steps: int = flag(25, "a checkpoint every N steps (a rerun resumes from it)")
     save_minutes: float = flag(5.0, "also a checkpoint at the first step N minutes after the last")
-    max_minutes: float = flag(
-        30.0, "time budget for this run: training stops at the step that passes it, saved (0 = none)"
-    )
+    max_minutes: float = flag(30.0, "time budget: training stops, saved, at the step past it (0 = none)")
     device: str = flag("auto", "auto, cpu, cuda, cuda:N, mps")
     torch_threads: int = flag(0, "CPU threads for torch (0 = default)")
     seed: int = 42
@@ -95,17 +75,8 @@ def _say(text: str) -> None:
 
 
 # what the work files and the adapter do not depend on
-_NOT_SHAPING = {
-    "corpus",
-    "output",
-    "max_minutes",
-    "device",
-    "torch_threads",
-    "overwrite",
-    "keep_work",
-    "quiet",
-}
-_NOT_SHAPING |= {"teacher_batch_size", "save_steps", "save_minutes"}
+_NOT_SHAPING = {"corpus", "output", "max_minutes", "device", "torch_threads", "overwrite", "keep_work"}
+_NOT_SHAPING |= {"quiet", "teacher_batch_size", "save_steps", "save_minutes"}
 
 
 def usable_corpus(corpus: Corpus, path: str) -> Corpus:
@@ -139,27 +110,16 @@ def run(args: AdaptArgs) -> dict:
         )
     if not args.output.strip():
         raise CtxirError("--output is required: give the folder the adapter is written to")
-    at_least = dict.fromkeys(("queries_per_doc", "negatives", "mining_depth", "batch_size", "lora_rank"), 1)
-    at_least |= {
-        "teacher_batch_size": 1,
-        "save_steps": 1,
-        "max_queries": 0,
-        "max_steps": 0,
-        "max_seq_length": 0,
-    }
-    for name, least in (*at_least.items(), ("max_minutes", 0)):
+    ones = ("queries_per_doc", "negatives", "mining_depth", "batch_size", "teacher_batch_size", "lora_rank")
+    zeros = ("max_queries", "max_steps", "max_seq_length", "max_minutes")
+    for name, least in [*dict.fromkeys((*ones, "save_steps"), 1).items(), *dict.fromkeys(zeros, 0).items()]:
         if getattr(args, name) < least:
             meaning = " (0 = no limit)" if least == 0 else ""
             raise CtxirError(
                 f"--{name.replace('_', '-')} must be ≥ {least}{meaning}, got {getattr(args, name)!r}"
             )
     teacher = args.teacher.strip()
-    if (
-        teacher
-        and teacher.lower() != COMPLEMENT_TEACHER
-        and "/" not in teacher
-        and not Path(teacher).exists()
-    ):
+    if teacher.lower() not in ("", COMPLEMENT_TEACHER) and "/" not in teacher and not Path(teacher).exists():
         raise CtxirError(
             f"--teacher {args.teacher!r} is neither {COMPLEMENT_TEACHER!r}, a cross-encoder folder nor a Hub id "
             f"(owner/name): pass one of those, or '' for the shipped cross-encoder"
@@ -176,9 +136,8 @@ def run(args: AdaptArgs) -> dict:
             "add it (e.g. --query-kinds generated), or leave --generator out"
         )
     set_threads(args.torch_threads)
-    started = time.monotonic()
-    deadline = started + 60 * args.max_minutes if args.max_minutes else None
-    timings: dict[str, float] = {}
+    marks = {"start": time.monotonic()}  # when each step ended
+    deadline = marks["start"] + 60 * args.max_minutes if args.max_minutes else None
     folder = WorkDir(args.output)
 
     _say(f"1. Reading the corpus {args.corpus!r}")
@@ -199,10 +158,10 @@ def run(args: AdaptArgs) -> dict:
         return done
     continued = folder.start(settings, args.overwrite)
     _say(f"   {len(corpus):,} documents" + ("; continuing the run in --output" if continued else ""))
-    timings["read"] = round(time.monotonic() - started, 1)
+    marks["read"] = time.monotonic()
 
     try:
-        return _adapt(args, corpus, settings, folder, deadline, timings, started)
+        return _adapt(args, corpus, settings, folder, deadline, marks)
     except BudgetReached as err:
         raise CtxirError(
             f"--max-minutes {args.max_minutes!r} was reached before the first training step ({err}): no adapter "
@@ -211,11 +170,10 @@ def run(args: AdaptArgs) -> dict:
         ) from None
 
 
-def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) -> dict:
+def _adapt(args, corpus, settings, folder: WorkDir, deadline, marks: dict[str, float]) -> dict:
     from ctxir.adapt.negatives import mine_negatives, teacher_scores
 
     show = not args.quiet
-    step = time.monotonic()
     _say("2. Pseudo-queries from the corpus alone")
     if folder.queries.is_file():
         queries = [PseudoQuery(**row) for row in read_jsonl(folder.queries)]
@@ -231,12 +189,10 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
             )
         write_jsonl(folder.queries, (asdict(q) for q in queries))
     _say(f"   {len(queries):,} queries from {len({q.doc_id for q in queries}):,} documents:")
-    for line in describe(queries):
-        _say(line)
-    timings["queries"] = round(time.monotonic() - step, 1)
+    _say("\n".join(describe(queries)))
+    marks["queries"] = time.monotonic()
     _check_budget(deadline, "before mining negatives")
 
-    step = time.monotonic()
     _say(f"3. Negatives mined with BM25 and dense ({args.model}), top {args.mining_depth} of each")
     if folder.negatives.is_file():
         negatives = read_jsonl(folder.negatives)
@@ -248,15 +204,14 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
     sources = Counter(source for row in negatives for _, source in row["negatives"])
     found = ", ".join(f"{n:,} {s}" for s, n in sorted(sources.items()))
     _say(f"   {sum(sources.values()):,} negatives ({found})")
-    timings["negatives"] = round(time.monotonic() - step, 1)
+    marks["negatives"] = time.monotonic()
     _check_budget(deadline, "before the teacher's scores")
 
-    step = time.monotonic()
     name = args.teacher.strip()
     if name.lower() == COMPLEMENT_TEACHER:
         from ctxir.adapt.negatives import CALIBRATION_ROWS, HybridTeacher, scored_texts
 
-        teacher = HybridTeacher(corpus, _encoder(args), show_progress=show, bm25_blind=("bm25",))
+        teacher = HybridTeacher(corpus, _encoder(args), show_progress=show)
         by_qid = {q.qid: q for q in queries}  # its weights set on the first CALIBRATION_ROWS rows
         sample = [row for row in negatives if row["negatives"]][:CALIBRATION_ROWS]
         teacher.calibrate([scored_texts(by_qid[row["qid"]], row, corpus) for row in sample])
@@ -269,38 +224,30 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
         weights = ""
     _say(f"4. Teacher scores: {teacher.model_name}{weights} on (query, positive) and (query, negative)")
     scores = teacher_scores(teacher, corpus, queries, negatives, folder.labels, deadline, show_progress=show)
-    timings["teacher"] = round(time.monotonic() - step, 1)
+    marks["teacher"] = time.monotonic()
     _check_budget(deadline, "before training")
 
-    from ctxir.adapt.train import (
-        TrainPlan,
-        load_student,
-        save_adapter,
-        teacher_scale,
-        train_adapter,
-        training_rows,
-    )
+    from ctxir.adapt import train
     from ctxir.encoders.bi_encoder import set_prompts
 
-    step = time.monotonic()
     # the plan takes the settings AdaptArgs shares with it by name (LoRA, optimiser, steps, checkpoints, seed, device)
-    shared = {f.name: getattr(args, f.name) for f in fields(TrainPlan) if hasattr(args, f.name)}
-    plan = TrainPlan(**shared, show_progress=not args.quiet)
-    model = load_student(args.model, args.device, args.max_seq_length, plan)
+    shared = {f.name: getattr(args, f.name) for f in fields(train.TrainPlan) if hasattr(args, f.name)}
+    plan = train.TrainPlan(**shared, show_progress=not args.quiet)
+    model = train.load_student(args.model, args.device, args.max_seq_length, plan)
     set_prompts(model, args.query_prompt, args.document_prompt)  # trained, saved and evaluated with them
-    rows = training_rows(queries, corpus, negatives, scores)
+    rows = train.training_rows(queries, corpus, negatives, scores)
     if not rows["anchor"]:
         raise CtxirError(
             f"--corpus {args.corpus!r}: no pseudo-query got a negative (BM25 and dense found no other document "
             "for any): the documents share too little text to adapt on; add documents"
         )
-    scale = teacher_scale(model, rows, seed=args.seed)
+    scale = train.teacher_scale(model, rows, seed=args.seed)
     rows["label"] = [scale * label for label in rows["label"]]
     _say(
         f"5. Training a LoRA adapter (rank {args.lora_rank}) with margin-mse on {len(rows['anchor']):,} rows"
     )
-    trained = train_adapter(model, rows, plan, folder.checkpoints, deadline)
-    timings["train"] = round(time.monotonic() - step, 1)
+    trained = train.train_adapter(model, rows, plan, folder.checkpoints, deadline)
+    marks["train"] = time.monotonic()
     if trained["stopped_by_budget"]:
         _say(
             f"   --max-minutes {args.max_minutes:g} reached: stopped at step {trained['steps_done']} of "
@@ -308,9 +255,29 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, timings, started) 
         )
 
     _say(f"6. Saving the adapter to {args.output!r}")
-    size = save_adapter(model, folder.final, args.model)
-    record = adapter_record(args, corpus, settings, queries, teacher.model_name, scale, rows, trained, size)
-    record["seconds"] = {**timings, "total": round(time.monotonic() - started, 1)}
+    size = train.save_adapter(model, folder.final, args.model)
+    record = {
+        "complete": trained["steps_done"] >= trained["steps_planned"],
+        "base_model": args.model,
+        "adapted_without_labels": True,
+        "corpus": {
+            "path": args.corpus,
+            "documents": len(corpus),
+            "fingerprint": settings["corpus_fingerprint"],
+        },
+        "teacher": teacher.model_name,
+        "loss": "MarginMSELoss",
+        "teacher_scale": round(scale, 6),
+        "queries": {"total": len(queries), **Counter(q.kind for q in queries)},
+        "query_examples": {k: ts for k in ALL_KINDS if (ts := [q.text for q in queries if q.kind == k][:3])},
+        "training_rows": len(rows["anchor"]),
+        "training": trained,
+        "adapter_bytes": size,
+        "settings": settings,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "seconds": {b: round(marks[b] - marks[a], 1) for a, b in pairwise(marks)},
+    }
+    record["seconds"]["total"] = round(time.monotonic() - marks["start"], 1)
     write_card(folder.final, record)
     complete = record["complete"]
     folder.finish(record, keep_work=args.keep_work or not complete)

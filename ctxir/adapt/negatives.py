@@ -78,7 +78,7 @@ def teacher_scores(
     todo = [row for row in negatives if row["negatives"] and row["qid"] not in done]
     total = len(todo) + len(done)
     bar = tqdm(total=total, initial=len(done), desc="teacher scores", disable=not show_progress)
-    with open(labels_path, "a", encoding="utf-8") as out:
+    with bar, open(labels_path, "a", encoding="utf-8") as out:
         for start in range(0, len(todo), chunk):
             part = todo[start : start + chunk]
             groups = [scored_texts(by_qid[row["qid"]], row, corpus) for row in part]
@@ -90,15 +90,11 @@ def teacher_scores(
                 scored = [teacher.score_pairs(query, texts) for query, texts in groups]
             for row, scores in zip(part, scored, strict=True):
                 done[row["qid"]] = [float(s) for s in scores]
-                out.write(
-                    json.dumps({"qid": row["qid"], "scores": done[row["qid"]]}, ensure_ascii=False) + "\n"
-                )
+                out.write(json.dumps({"qid": row["qid"], "scores": done[row["qid"]]}) + "\n")
             out.flush()
             bar.update(len(part))
             if deadline is not None and time.monotonic() > deadline and start + chunk < len(todo):
-                bar.close()
                 raise BudgetReached(f"the teacher had scored {len(done):,} of {total:,} queries")
-    bar.close()
     return done
 
 
@@ -108,30 +104,16 @@ def scored_texts(query: PseudoQuery, row: dict, corpus: Corpus) -> tuple[str, li
 
 
 class HybridTeacher:
-    """``w_dense * cos_base + w_bm25 * bm25``, each weight 1 / the std of its margins (``calibrate``); ``bm25_blind``
-    sources' negatives labelled by the cosine alone. BM25 computed here: a positive is its document less the query."""
+    """``w_dense * cos_base + w_bm25 * bm25``, each weight 1 / the std of its margins (``calibrate``); BM25-mined
+    negatives labelled by the cosine alone. BM25 computed here: a positive is its document less the query."""
 
-    def __init__(
-        self,
-        corpus: Corpus,
-        encoder,
-        k1: float = 1.5,
-        b: float = 0.75,
-        show_progress: bool = False,
-        bm25_blind: Sequence[str] = (),
-    ):
+    def __init__(self, corpus: Corpus, encoder, show_progress: bool = False):
         import Stemmer
         from bm25s.tokenization import Tokenizer
 
-        self.encoder, self.k1, self.b = encoder, k1, b
-        self.bm25_blind = tuple(bm25_blind)  # mining sources whose negatives' labels have no BM25 part
+        self.encoder, self.k1, self.b = encoder, 1.5, 0.75
         base = getattr(encoder, "name", "the base")
-        self.model_name = f"hybrid: {base} cosine + BM25"
-        if self.bm25_blind:
-            blind = ", ".join(self.bm25_blind)
-            self.model_name = (
-                f"{COMPLEMENT_TEACHER}: {base} cosine + BM25, cosine alone on {blind}-mined negatives"
-            )
+        self.model_name = f"{COMPLEMENT_TEACHER}: {base} cosine + BM25, cosine alone on bm25-mined negatives"
         self.tokenizer = Tokenizer(stemmer=Stemmer.Stemmer("english"), stopwords="en")
         docs = self._tokens([doc_text(doc) for doc in corpus.values()], show_progress)
         self.documents = len(docs)
@@ -181,18 +163,13 @@ class HybridTeacher:
         return self.weights
 
     def score_groups(
-        self, groups: Sequence[tuple[str, Sequence[str]]], sources: Sequence[Sequence[str]] | None = None
+        self, groups: Sequence[tuple[str, Sequence[str]]], sources: Sequence[Sequence[str]]
     ) -> list[np.ndarray]:
-        """Per group the (len(texts),) weighted sums; a negative whose mining source (``sources``) is in ``bm25_blind``
+        """Per group the (len(texts),) weighted sums; a negative BM25 mined (``sources``: each one's mining source)
         gets the positive's BM25, so its label (a margin) is the cosine's alone."""
         if self.weights is None:
             raise RuntimeError("HybridTeacher.calibrate must run before score_groups")
-        weights = np.asarray(self.weights)
         parts = self.parts(groups)
-        if self.bm25_blind:
-            if sources is None:
-                raise ValueError("HybridTeacher with bm25_blind needs each negative's mining source")
-            for p, mined in zip(parts, sources, strict=True):
-                blind = [i + 1 for i, source in enumerate(mined) if source in self.bm25_blind]
-                p[blind, 1] = p[0, 1]
-        return [(p @ weights).astype(np.float32) for p in parts]
+        for p, mined in zip(parts, sources, strict=True):
+            p[[i + 1 for i, source in enumerate(mined) if source == "bm25"], 1] = p[0, 1]
+        return [(p @ np.asarray(self.weights)).astype(np.float32) for p in parts]

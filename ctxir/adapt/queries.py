@@ -3,11 +3,6 @@
 - ``title``: the title; ``sentence``: one sentence (inverse cloze, Lee et al. 2019); ``span``: ``SPAN_WORDS``
   consecutive words (Contriever's cropping); ``generated``: a query generator's (``ctxir.adapt.generator``), the
   positive the whole document.
-
->>> corpus = {"d1": {"title": "Where otters live",
-...                  "text": "Otters dig dens in river banks. They eat fish and crabs at night."}}
->>> [(q.kind, q.text) for q in pseudo_queries(corpus, per_doc=2, seed=0)]
-[('title', 'Where otters live'), ('sentence', 'Otters dig dens in river banks.')]
 """
 
 from __future__ import annotations
@@ -114,11 +109,7 @@ def pseudo_queries(
 
 
 def kinds_phrase(counts: dict[str, int]) -> str:
-    """The kinds with a count in ``counts`` (adapt.json's queries), in words, in ``ALL_KINDS``' order.
-
-    >>> kinds_phrase({"total": 5, "span": 1, "title": 2, "generated": 2, "sentence": 0})
-    'titles, word spans and generated queries'
-    """
+    """The kinds with a count in ``counts`` (adapt.json's queries), in words, in ``ALL_KINDS``' order."""
     names = [KIND_NAMES[k] for k in ALL_KINDS if counts.get(k)]
     return " and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else "".join(names)
 

@@ -17,9 +17,6 @@ from ctxir.files import read_json, write_json
 from ctxir.names import ADAPTER_CONFIG
 from ctxir.types import Corpus, doc_text
 
-# every linear layer of a BERT block ("dense": output and FFN)
-LORA_TARGETS = ("query", "key", "value", "dense")
-
 
 @dataclass
 class TrainPlan:
@@ -27,14 +24,12 @@ class TrainPlan:
 
     lora_rank: int = 16
     lora_alpha: int = 32
-    lora_dropout: float = 0.1
     learning_rate: float = 2e-4
     batch_size: int = 32
     epochs: float = 1.0
     max_steps: int = 0
     save_steps: int = 50
     save_minutes: float = 5.0
-    warmup_ratio: float = 0.1
     seed: int = 42
     device: str = "auto"
     show_progress: bool = True
@@ -59,8 +54,8 @@ def load_student(base: str, device: str, max_seq_length: int, plan: TrainPlan):
             task_type=TaskType.FEATURE_EXTRACTION,
             r=plan.lora_rank,
             lora_alpha=plan.lora_alpha,
-            lora_dropout=plan.lora_dropout,
-            target_modules=list(LORA_TARGETS),
+            lora_dropout=0.1,
+            target_modules=["query", "key", "value", "dense"],  # every linear layer of a BERT block
         )
     )
     return model
@@ -69,8 +64,7 @@ def load_student(base: str, device: str, max_seq_length: int, plan: TrainPlan):
 def training_rows(
     queries: Sequence[PseudoQuery], corpus: Corpus, negatives: Sequence[dict], scores: dict[str, list[float]]
 ) -> dict[str, list]:
-    """Columns for the trainer: anchor, positive, negative (one row per mined negative) and the label
-    ``teacher(q, pos) - teacher(q, neg)``. Queries without a negative or without scores are left out."""
+    """The trainer's columns, a row per mined negative: anchor, positive, negative, label = the teacher's margin."""
     by_qid = {q.qid: q for q in queries}
     rows: dict[str, list] = {"anchor": [], "positive": [], "negative": [], "label": []}
     for row in negatives:
@@ -91,14 +85,15 @@ def teacher_scale(model, rows: dict[str, list], sample: int = 256, seed: int = 4
     picked = np.random.default_rng(seed).choice(n, size=min(n, sample), replace=False)
     prompts = model_prompts(model)  # as the bi-encoder encodes queries and documents (ctxir.BiEncoder)
 
-    def encode(column: str) -> np.ndarray:
-        texts = [rows[column][i] for i in picked]
-        prompt = prompts["query" if column == "anchor" else "document"]
-        return model.encode(
-            texts, prompt=prompt, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False
+    q, p, m = (
+        model.encode(
+            [rows[column][i] for i in picked],
+            prompt=prompts["query" if column == "anchor" else "document"],
+            normalize_embeddings=True,
+            show_progress_bar=False,
         )
-
-    q, p, m = encode("anchor"), encode("positive"), encode("negative")
+        for column in ("anchor", "positive", "negative")
+    )
     student = np.einsum("nd,nd->n", q, p) - np.einsum("nd,nd->n", q, m)  # (sample,) cosine margins
     teacher = np.asarray([rows["label"][i] for i in picked], dtype=np.float64)
     spread = float(np.std(teacher))
@@ -147,7 +142,7 @@ def train_adapter(model, rows: dict[str, list], plan: TrainPlan, checkpoints: Pa
         learning_rate=plan.learning_rate,
         num_train_epochs=plan.epochs,
         max_steps=plan.max_steps or -1,
-        warmup_steps=plan.warmup_ratio,  # a float below 1: that fraction of the steps (transformers 5)
+        warmup_steps=0.1,  # a float below 1: that fraction of the steps (transformers 5)
         save_strategy="steps",
         save_steps=plan.save_steps,
         save_total_limit=2,

@@ -11,12 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from collections import Counter
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from pathlib import Path
 
-from ctxir.adapt.queries import ALL_KINDS, kinds_phrase
+from ctxir.adapt.queries import kinds_phrase
 from ctxir.files import write_atomic, write_json
 from ctxir.names import ADAPT_INCOMPLETE
 from ctxir.types import Corpus, CtxirError, doc_text
@@ -119,32 +117,6 @@ def read_jsonl(path: Path) -> list[dict]:
         except json.JSONDecodeError:
             break
     return rows
-
-
-def adapter_record(args, corpus, settings, queries, teacher_name, scale, rows, trained, size) -> dict:
-    """adapt.json's record (the caller adds "seconds")."""
-    return {
-        "complete": trained["steps_done"] >= trained["steps_planned"],
-        "base_model": args.model,
-        "adapted_without_labels": True,
-        "corpus": {
-            "path": args.corpus,
-            "documents": len(corpus),
-            "fingerprint": settings["corpus_fingerprint"],
-        },
-        "teacher": teacher_name,
-        "loss": "MarginMSELoss",
-        "teacher_scale": round(scale, 6),
-        "queries": {"total": len(queries), **Counter(q.kind for q in queries)},
-        "query_examples": {
-            k: texts for k in ALL_KINDS if (texts := [q.text for q in queries if q.kind == k][:3])
-        },
-        "training_rows": len(rows["anchor"]),
-        "training": trained,
-        "adapter_bytes": size,
-        "settings": settings,
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
 
 
 def write_card(folder: Path, record: dict) -> None:
