@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -59,14 +59,13 @@ def fit_calibration(scores: Sequence[float], labels: Sequence[int], fitted_on: s
         )
     model = LogisticRegression(C=1e6).fit(x, y)
     calibration = Calibration(float(model.coef_[0, 0]), float(model.intercept_[0]), fitted_on)
-    before = 1.0 / (1.0 + np.exp(-np.clip(x[:, 0], -500, 500)))
     report = {
         "pairs": len(y),
         "relevant": int(y.sum()),
-        "before": calibration_quality(before, y),
+        "before": calibration_quality(Calibration(1.0, 0.0).probabilities(x[:, 0]), y),
         "after": calibration_quality(calibration.probabilities(x[:, 0]), y),
     }
-    return Calibration(calibration.scale, calibration.bias, fitted_on, report)
+    return replace(calibration, report=report)
 
 
 def calibration_quality(p: np.ndarray, y: np.ndarray, bins: int = 10) -> dict:
@@ -89,14 +88,13 @@ def calibration_quality(p: np.ndarray, y: np.ndarray, bins: int = 10) -> dict:
 def calibration_for(model) -> Calibration | None:
     """The calibration in ``model``'s folder (``calibration.json``), else None."""
     folder = Path(str(model)).expanduser()
-    if not folder.is_dir():
-        try:
-            folder = Path(resolve_model(str(model)))
-        except CtxirError:
-            return None
-    if not (folder / CALIBRATION_FILE).is_file():
+    try:
+        path = (folder if folder.is_dir() else Path(resolve_model(str(model)))) / CALIBRATION_FILE
+    except CtxirError:
         return None
-    record = read_json(folder / CALIBRATION_FILE) or {}
+    if not path.is_file():
+        return None
+    record = read_json(path) or {}
     try:
         return Calibration(
             float(record["scale"]),
@@ -106,6 +104,6 @@ def calibration_for(model) -> Calibration | None:
         )
     except (KeyError, TypeError, ValueError):
         raise CtxirError(
-            f"{str(folder / CALIBRATION_FILE)!r} is damaged: it needs numbers 'scale' and 'bias'; "
+            f"{str(path)!r} is damaged: it needs numbers 'scale' and 'bias'; "
             "fit it again with `python -m training.calibrate --model <folder>`"
         ) from None

@@ -179,14 +179,9 @@ class ClsLrRanker(Reranker):
             raise CtxirError(
                 f"labels must contain both 0 (non-relevant) and 1 (relevant), got {sorted(set(labels))}"
             )
-        clf = LogisticRegression(C=C, class_weight=class_weight, max_iter=max_iter)
-        clf.fit(features, labels)
-        meta = {
-            "C": C,
-            "class_weight": class_weight,
-            "train_pairs": len(labels),
-            "train_positives": int(labels.sum()),
-        }
+        clf = LogisticRegression(C=C, class_weight=class_weight, max_iter=max_iter).fit(features, labels)
+        meta = {"C": C, "class_weight": class_weight, "train_pairs": len(labels)}
+        meta["train_positives"] = int(labels.sum())
         return cls(base_model, clf.coef_[0], float(clf.intercept_[0]), layer=layer, metadata=meta, **kwargs)
 
     def save(self, folder: str | Path) -> Path:

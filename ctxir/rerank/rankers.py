@@ -40,25 +40,19 @@ def pair_scores(
     (array([0.], dtype=float32), array([1.5], dtype=float32))
     """
     pairs = [tuple(pair) for pair in pairs]
-    if not both_orders:
-        return np.asarray(predict(pairs), dtype=np.float32)
-    scores = np.asarray(
-        predict(pairs + [(b, a) for a, b in pairs]), dtype=np.float32
-    )  # (2 · pairs[, labels])
-    return (scores[: len(pairs)] + scores[len(pairs) :]) / 2
+    swapped = [(b, a) for a, b in pairs] if both_orders else []
+    scores = np.asarray(predict(pairs + swapped), dtype=np.float32)  # (pairs[ · 2][, labels])
+    return (scores[: len(pairs)] + scores[len(pairs) :]) / 2 if both_orders else scores
 
 
 def both_orders_for(model: str | Path) -> bool:
     """Whether ``model``'s folder (its pair_orders.json) says to score a pair as the mean of both orders."""
     try:
-        folder = Path(resolve_model(str(model)))
+        path = Path(resolve_model(str(model))) / PAIR_ORDERS_FILE
     except CtxirError:
         return False
-    if not (folder / PAIR_ORDERS_FILE).is_file():
-        return False
-    orders = (read_json(folder / PAIR_ORDERS_FILE) or {}).get("orders")
-    check_choice(orders, f"'orders' in {str(folder / PAIR_ORDERS_FILE)!r}", PAIR_ORDERS)
-    return orders == "both"
+    orders = (read_json(path) or {}).get("orders") if path.is_file() else "one"
+    return check_choice(orders, f"'orders' in {str(path)!r}", PAIR_ORDERS) == "both"
 
 
 def short_repr(value) -> str:
