@@ -242,25 +242,19 @@ class UploadStore:
         own_drops = list(own)[: max(0, len(own) - self.max_corpora + 1)]
         total = self.count - len(own_drops)
         excess = total + 1 - self.max_total
-        evict: list[tuple[Owner, str]] = []
-        if excess > 0:
-            now = self.clock()
-            idle = sorted(
-                (o for o, seen in self._last_seen.items() if o != owner and now - seen >= self.idle_s),
-                key=self._last_seen.__getitem__,
+        now = self.clock()
+        idle = sorted(
+            (o for o, seen in self._last_seen.items() if o != owner and now - seen >= self.idle_s),
+            key=self._last_seen.__getitem__,
+        )  # the longest idle first
+        evict = [(other, n) for other in idle for n in self._uploads.get(other, {})][: max(0, excess)]
+        if len(evict) < excess:
+            raise CtxirError(
+                f"this app already holds {total} uploaded corpora of visitors who are using them, its limit: "
+                "nothing of theirs is removed while they are active. Try again in a few minutes (uploads are "
+                f"released when a visitor closes the page, or after {self.idle_s / 60:g} minutes without "
+                "use when room is needed), or run ctxir on your own machine: `python app.py --corpus YOUR_FILE`"
             )
-            for other in idle:
-                evict.extend((other, n) for n in self._uploads.get(other, {}))
-                if len(evict) >= excess:
-                    break
-            if len(evict) < excess:
-                raise CtxirError(
-                    f"this app already holds {total} uploaded corpora of visitors who are using them, its limit: "
-                    "nothing of theirs is removed while they are active. Try again in a few minutes (uploads are "
-                    f"released when a visitor closes the page, or after {self.idle_s / 60:g} minutes without "
-                    "use when room is needed), or run ctxir on your own machine: `python app.py --corpus YOUR_FILE`"
-                )
-            evict = evict[:excess]
         return own_drops, evict
 
     def check_room(self, owner: Owner, name: str = "") -> None:

@@ -35,6 +35,7 @@ def _layout(fig: go.Figure, title: str, height: int, **extra) -> go.Figure:
         hoverlabel={"font_size": 13},
         **extra,
     )
+    fig.update_annotations(font_size=13)  # subplot titles
     return fig
 
 
@@ -168,7 +169,6 @@ def score_bars(documents: Sequence[str], columns: dict[str, Sequence[float | Non
             1,
         )
     fig.update_yaxes(autorange="reversed", automargin=True, type="category")
-    fig.update_annotations(font_size=13)
     return _layout(
         fig,
         "scores per document, each model on its own scale (green = its highest)",
@@ -227,7 +227,6 @@ def projection(
                 )
     fig.update_xaxes(showticklabels=False, zeroline=False)
     fig.update_yaxes(showticklabels=False, zeroline=False)
-    fig.update_annotations(font_size=13)
     return _layout(
         fig,
         "token vectors in 2-D: colour = sentence, black ring = the highlighted word (hover a point)",
@@ -294,7 +293,6 @@ def head_grids(rows: list[dict]) -> go.Figure:
         )
     fig.update_xaxes(title_text="head", dtick=1, title_standoff=2)
     fig.update_yaxes(title_text="layer", dtick=1, autorange="reversed", title_standoff=2)
-    fig.update_annotations(font_size=13)
     return _layout(
         fig,
         "where each head looks, mean over tokens (shares: darker = larger; entropy: darker = lower, "

@@ -85,24 +85,15 @@ def search(
         }
         for hit in result.hits
     ]
-    data = {
-        "query": query,
-        "corpus": index.name,
-        "first_stage": first_stage,
-        "reranker": reranker,
-        "k": k,
-        "depth": depth if reranker != "none" else None,
-        "mode": mode if reranker != "none" else None,
-        "prompts": prompts,
-        "fusion": fusion.record() if fusion is not None else None,
-        "timings_ms": timings,
-        "hits": rows,
-    }
+    used = reranker != "none"
+    data = {"query": query, "corpus": index.name, "first_stage": first_stage, "reranker": reranker, "k": k}
+    data |= {"depth": depth if used else None, "mode": mode if used else None, "prompts": prompts}
+    data |= {"fusion": fusion.record() if fusion is not None else None, "timings_ms": timings, "hits": rows}
     lines = [
         f"**{plural(len(rows), 'result')}** from {md_code(index.name)} ({plural(len(index.corpus), 'document')}) · "
         + " · ".join(f"{name}: {ms:.1f} ms" for name, ms in timings.items())
     ]
-    if reranker != "none":
+    if used:
         moved = sum(1 for r in rows if r["rank_change"])
         how = (
             f"; the order fuses it with the {first_stage} ranking ({fusion.describe()}; "
