@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ctxir.checks import check_choice
 from ctxir.encoders.models import DEFAULT_BI_ENCODER, load_bi_encoder
 from ctxir.encoders.pooling import (  # noqa: F401 (re-exported: from ctxir.encoders.bi_encoder import pool)
     POOLINGS,
@@ -185,9 +186,7 @@ class BiEncoder:
     ):
         from sentence_transformers import SentenceTransformer
 
-        if backend not in BACKENDS:
-            raise CtxirError(f"backend {backend!r} is not known: use one of {', '.join(map(repr, BACKENDS))}")
-
+        check_choice(backend, "backend", BACKENDS)
         self.name = model if isinstance(model, str) else type(model).__name__
         self.model = load_bi_encoder(model, device) if isinstance(model, str) else model
         if not isinstance(self.model, SentenceTransformer):
@@ -402,8 +401,6 @@ def _looks_encoded(embeddings: np.ndarray, rows: int, dimension: int) -> bool:
     """A cached array is what ``encode`` wrote: (rows, dimension) float32, finite, unit rows."""
     if embeddings.shape != (rows, dimension) or embeddings.dtype != np.float32:
         return False
-    if rows == 0:
-        return True
     if isinstance(embeddings, np.memmap) and rows > FULL_CHECK_ROWS:
         # mapped and large: 64 evenly spaced runs of 256 rows, not the whole file
         spans = [(int(b), int(b) + 256) for b in np.linspace(0, rows - 256, 64)]

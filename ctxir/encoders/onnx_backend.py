@@ -83,16 +83,10 @@ class OnnxEncoder(_Session):
         self.include_prompt = include_prompt
 
     @staticmethod
-    def runs(feats: dict[str, np.ndarray], tokens_per_run: int | None = None) -> list[dict[str, np.ndarray]]:
-        """A tokenised batch cut into runs of at most ``tokens_per_run`` rows × tokens, each trimmed to its longest text.
-
-        >>> feats = {"input_ids": np.ones((5, 4), np.int64), "attention_mask": np.array([[1, 1, 1, 1]] * 2
-        ...          + [[1, 1, 0, 0]] * 3)}
-        >>> [run["input_ids"].shape for run in OnnxEncoder.runs(feats, tokens_per_run=8)]
-        [(2, 4), (2, 2), (1, 2)]
-        """
+    def runs(feats: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
+        """A tokenised batch cut into runs of at most ``TOKENS_PER_RUN`` rows × tokens, each trimmed to its longest text."""
         mask = feats["attention_mask"]
-        rows = max(1, (tokens_per_run or TOKENS_PER_RUN) // max(1, mask.shape[1]))
+        rows = max(1, TOKENS_PER_RUN // max(1, mask.shape[1]))
         out = []
         for begin in range(0, len(mask), rows):
             used = np.flatnonzero(mask[begin : begin + rows].any(0))  # columns any text of the run uses
@@ -214,24 +208,21 @@ class OnnxCrossEncoder(_Session):
             return np.zeros(0, dtype=np.float32)
         model = self.model
         # CrossEncoder.predict's own length key, so batches (and their padding) are the same as in torch
-        length = getattr(model, "_input_length", lambda pair: sum(len(text) for text in pair))
-        order = np.argsort([-length(pair) for pair in pairs], kind="stable")
+        order = np.argsort([-model._input_length(pair) for pair in pairs], kind="stable")
         parts = []
         with torch.inference_mode():
             for begin in range(0, len(pairs), batch_size):
                 features = model.preprocess([pairs[i] for i in order[begin : begin + batch_size]])
-                hidden = self.session.run(None, self.feed(features), self.run_options)[
-                    0
-                ]  # (rows, tokens, hidden)
-                features["token_embeddings"] = torch.from_numpy(hidden)
+                hidden = self.session.run(None, self.feed(features), self.run_options)[0]
+                features["token_embeddings"] = torch.from_numpy(hidden)  # (rows, tokens, hidden)
                 for module in list(model)[1:]:
                     features = module(features)
                 scores = features["scores"].float()
                 if model.activation_fn is not None:
                     scores = model.activation_fn(scores)
-                if model.num_labels == 1 and scores.ndim > 1:
-                    scores = scores.squeeze(-1)
-                parts.append(scores.numpy())
+                parts.append(
+                    (scores.squeeze(-1) if model.num_labels == 1 and scores.ndim > 1 else scores).numpy()
+                )
         return np.concatenate(parts)[np.argsort(order)]  # back to the input order
 
 

@@ -122,15 +122,9 @@ def _ensure_ray(address: str | None, num_cpus: int, runtime_env: dict | None):
     env.setdefault("py_modules", [str(Path(__file__).resolve().parents[1])])
     forwarded = {k: os.environ[k] for k in _FORWARDED_ENV if k in os.environ}
     env["env_vars"] = {**forwarded, **env.get("env_vars", {})}
-    kwargs: dict[str, Any] = {
-        "runtime_env": env,
-        "include_dashboard": False,
-        "log_to_driver": False,
-        "logging_level": "warning",
-    }
-    if address is None:
-        kwargs["num_cpus"] = num_cpus
-    ray.init(address=address, **kwargs)
+    quiet = {"include_dashboard": False, "log_to_driver": False, "logging_level": "warning"}
+    cpus = {"num_cpus": num_cpus} if address is None else {}
+    ray.init(address=address, runtime_env=env, **quiet, **cpus)
     return ray
 
 

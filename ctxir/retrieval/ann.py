@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
@@ -15,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxir.checks import check_choice
 from ctxir.files import (
     DiskFullError,
     atomic_path,
@@ -69,8 +69,7 @@ def _check_embeddings(embeddings: np.ndarray) -> np.ndarray:
 
 def _check_params(params: AnnParams | None, n: int) -> AnnParams:
     params = (params or AnnParams()).resolved(n)
-    if params.codes not in CODES:
-        raise CtxirError(f"codes {params.codes!r} is not known: use one of {', '.join(CODES)}")
+    check_choice(params.codes, "codes", tuple(CODES))
     if params.nlist < 1 or params.nlist > n or params.nprobe < 1:
         raise CtxirError(
             f"nlist must be 1 to the number of documents ({n:,}) and nprobe ≥ 1, got nlist "
@@ -110,20 +109,6 @@ def meta_path(path: Path) -> Path:
     return Path(path).with_name(Path(path).name + ".json")
 
 
-@contextlib.contextmanager
-def _faiss_threads(threads: int):
-    """faiss's OpenMP threads for one block (0 = leave faiss's default: all cores)."""
-    import faiss
-
-    before = faiss.omp_get_max_threads()
-    if threads > 0:
-        faiss.omp_set_num_threads(threads)
-    try:
-        yield faiss
-    finally:
-        faiss.omp_set_num_threads(before)
-
-
 @dataclass(eq=False, repr=False)
 class AnnIndex:
     """IVF + 8-bit codes (faiss) over the rows of ``embeddings`` (kept by reference, to re-score); search returns
@@ -158,6 +143,8 @@ class AnnIndex:
         show_progress: bool = True,
     ) -> AnnIndex:
         """k-means on a sample, then add every row (id = row number); ``threads`` 0 = all cores."""
+        import faiss
+        from threadpoolctl import threadpool_limits  # faiss's OpenMP threads, as they were afterwards
         from tqdm.auto import tqdm
 
         embeddings = _check_embeddings(embeddings)
@@ -167,7 +154,7 @@ class AnnIndex:
         start, factory = time.perf_counter(), f"IVF{params.nlist},{CODES[params.codes]}"
         desc = f"ANN index ({factory}): k-means on {params.train_size:,}, then add"
         with (
-            _faiss_threads(threads) as faiss,
+            threadpool_limits(threads or None, user_api="openmp"),
             tqdm(total=n, unit="vec", disable=not show_progress, mininterval=1.0, desc=desc) as bar,
         ):
             index = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)

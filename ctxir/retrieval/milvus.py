@@ -69,8 +69,9 @@ def connect(uri: str, token: str | None = None):
             raise CtxirError(
                 f"milvus-lite is not installed (needed for the local file {uri!r}): {INSTALL_HINT}"
             ) from err
-        Path(uri).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)
-        uri = str(Path(uri).expanduser().resolve())
+        path = Path(uri).expanduser().resolve()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        uri = str(path)
     return pymilvus.MilvusClient(uri=uri, token=token or "")
 
 
@@ -79,16 +80,18 @@ def _clip_utf8(text: str, limit: int = MAX_VARCHAR) -> str:
     return text if len(data) <= limit else data[:limit].decode("utf-8", "ignore")
 
 
-def _row(doc_id: str, doc: Mapping, vector: np.ndarray | None) -> dict:
+def _row(doc_id: str, doc: Mapping, vector: np.ndarray) -> dict:
     if len(doc_id.encode("utf-8", "surrogatepass")) > ID_MAX_LENGTH:
         raise CtxirError(
             f"document id {doc_id[:40]!r}... is longer than {ID_MAX_LENGTH} bytes, Milvus's limit here"
         )
     title = (doc.get("title") or "").strip()
-    row = {"pk": doc_id, "title": _clip_utf8(title), "content": _clip_utf8(doc_text(doc))}
-    if vector is not None:
-        row["dense"] = vector.tolist()
-    return row
+    return {
+        "pk": doc_id,
+        "title": _clip_utf8(title),
+        "content": _clip_utf8(doc_text(doc)),
+        "dense": vector.tolist(),
+    }
 
 
 @dataclass(frozen=True)
@@ -254,18 +257,7 @@ class VectorDBRetriever(Retriever):
     Build with ``from_corpus`` or ``from_shards``, open with the constructor (``corpus=None``: ``EngineCorpus``)."""
 
     name = "milvus"
-    config_fields = (
-        "engine",
-        "collection",
-        "mode",
-        "index_type",
-        "metric",
-        "rrf_k",
-        "depth",
-        "bm25_k1",
-        "bm25_b",
-        "analyzer",
-    )
+    config_fields = ("engine", "collection", "mode", "index_type", "metric", "rrf_k", "depth")
 
     def __init__(
         self,
@@ -298,7 +290,6 @@ class VectorDBRetriever(Retriever):
                 "with from_corpus or from_shards"
             )
         self.index_type, self.metric = self.meta["index_type"], "COSINE"
-        self.bm25_k1, self.bm25_b, self.analyzer = map(self.meta.get, ("bm25_k1", "bm25_b", "analyzer"))
         self.rrf_k, self.depth = DEFAULT_RRF_K, HYBRID_DEPTH
         if self.mode != "dense" and not self.meta.get("bm25"):
             raise CtxirError(
