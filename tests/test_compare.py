@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from ctxir.evaluation.compare import (
-    SignificanceTest,
     adjust_pvalues,
     compare_systems,
     format_comparison,
@@ -75,10 +74,8 @@ def test_holm_finds_what_bonferroni_misses():
     # B gains on all 6 queries: p = 2/64; C on 5 of 6 (one tie): p = 4/64. Bonferroni (×2): 0.0625, 0.125.
     # Holm: 0.03125·2 = 0.0625, then max(0.0625·1, 0.0625) = 0.0625: at α = 0.1 both differ, Bonferroni only B
     systems = {"A": per_query([0] * 6), "B": per_query([1] * 6), "C": per_query([1, 1, 1, 1, 1, 0])}
-    holm = compare_systems(systems, ["nDCG@10"], significance=SignificanceTest(alpha=0.1))
-    bonferroni = compare_systems(
-        systems, ["nDCG@10"], significance=SignificanceTest(alpha=0.1, correction="bonferroni")
-    )
+    holm = compare_systems(systems, ["nDCG@10"], alpha=0.1)
+    bonferroni = compare_systems(systems, ["nDCG@10"], alpha=0.1, correction="bonferroni")
     assert [(r["system"], r["p"], r["significant"]) for r in holm["comparisons"]] == [
         ("B", pytest.approx(2 / 64), True),
         ("C", pytest.approx(4 / 64), True),
@@ -100,14 +97,14 @@ def test_bad_comparisons_are_refused_with_a_message():
         compare_systems(
             {"A": per_query([0, 1]), "B": per_query([1, 1])},
             ["nDCG@10"],
-            significance=SignificanceTest("wilcox"),
+            test="wilcox",
         )
     with pytest.raises(CtxirError, match="at least 2 systems"):
         compare_systems({"A": per_query([0, 1])}, ["nDCG@10"])
     systems = {"A": per_query([0, 1, 0, 1]), "B": per_query([1, 1, 1, 1])}
     with pytest.raises(CtxirError, match=r"alpha must be between 0 and 1, got 1.5"):
-        compare_systems(systems, ["nDCG@10"], significance=SignificanceTest(alpha=1.5))
-    t_test = compare_systems(systems, ["nDCG@10"], significance=SignificanceTest(test="t-test", alpha=0.2))
+        compare_systems(systems, ["nDCG@10"], alpha=1.5)
+    t_test = compare_systems(systems, ["nDCG@10"], test="t-test", alpha=0.2)
     assert (t_test["test"], t_test["alpha"], t_test["correction"]) == ("t-test", 0.2, "holm")
 
 

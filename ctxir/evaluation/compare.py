@@ -70,37 +70,28 @@ def adjust_pvalues(pvalues: Sequence[float], correction: str = "holm") -> list[f
     return [float(v) for v in adjusted]
 
 
-@dataclass(frozen=True)
-class SignificanceTest:
-    """How :func:`compare_systems` tests each difference; ``correction`` is over each metric's comparisons."""
-
-    test: str = "randomization"
-    correction: str = "holm"
-    alpha: float = 0.05
-    n_permutations: int = 10_000
-    seed: int = 0
-
-
 def compare_systems(
     per_query: Mapping[str, PerQuery],
     metrics: Sequence[str] = DEFAULT_METRICS,
     baseline: str | None = None,
-    significance: SignificanceTest | None = None,
+    *,
+    test: str = "randomization",
+    correction: str = "holm",
+    alpha: float = 0.05,
+    n_permutations: int = 10_000,
+    seed: int = 0,
 ) -> dict:
-    """Each system's mean of every metric, and paired tests against ``baseline`` (default: the first).
-
-    ``per_query``: ``{system: {qid: {metric: value}}}``.
+    """Each system's mean of every metric, and paired ``test``s against ``baseline`` (default: the first), with
+    ``correction`` over each metric's comparisons. ``per_query``: ``{system: {qid: {metric: value}}}``.
 
     >>> bm25 = {"q1": {"MRR@10": 0.5}, "q2": {"MRR@10": 1.0}, "q3": {"MRR@10": 0.25}}
     >>> dense = {"q1": {"MRR@10": 1.0}, "q2": {"MRR@10": 1.0}, "q3": {"MRR@10": 1.0}}
-    >>> t_test = SignificanceTest(test="t-test")
-    >>> result = compare_systems({"bm25": bm25, "dense": dense}, ["MRR@10"], significance=t_test)
+    >>> result = compare_systems({"bm25": bm25, "dense": dense}, ["MRR@10"], test="t-test")
     >>> row = result["comparisons"][0]
     >>> row["system"], round(row["delta"], 4), row["wins"], row["ties"], round(row["p"], 3)  # t = 1.89, 2 df
     ('dense', 0.4167, 2, 1, 0.199)
     """
-    sig = significance or SignificanceTest()
-    test, correction, alpha = check_choice(sig.test, "test", TESTS), sig.correction, sig.alpha
+    check_choice(test, "test", TESTS)
     check_choice(correction, "correction", CORRECTIONS)
     if not 0 < alpha < 1:
         raise CtxirError(f"alpha must be between 0 and 1, got {alpha!r}")
@@ -134,7 +125,7 @@ def compare_systems(
         found = []
         for a, b in compared:
             x, y = values[a][metric], values[b][metric]
-            p = paired_pvalue(x, y, test, sig.n_permutations, sig.seed)
+            p = paired_pvalue(x, y, test, n_permutations, seed)
             found.append({"system": b, "baseline": a, "metric": metric, **paired_changes(y - x), "p": p})
         for row, adjusted in zip(found, adjust_pvalues([r["p"] for r in found], correction), strict=True):
             row["p_adjusted"] = adjusted
@@ -148,8 +139,8 @@ def compare_systems(
         "test": test,
         "correction": correction,
         "alpha": alpha,
-        "permutations": sig.n_permutations if test == "randomization" else None,
-        "seed": sig.seed,
+        "permutations": n_permutations if test == "randomization" else None,
+        "seed": seed,
         "comparisons": rows,
     }
 
@@ -245,9 +236,7 @@ class CompareArgs:
     metrics: str = flag(",".join(DEFAULT_METRICS), "comma-separated metric names")
     test: str = flag("randomization", "randomization (Fisher's, paired) or t-test", choices=TESTS)
     correction: str = flag("holm", "multiple comparisons: holm, bonferroni or none", choices=CORRECTIONS)
-    alpha: float = flag(0.05, "significance level of the adjusted p-values")
     permutations: int = flag(10_000, "randomization test: random swaps (exact when 2^queries is fewer)")
-    seed: int = 0
     output: str = flag("", "also write the comparison as JSON here")
     plot: str = flag(
         "", "also draw each system's per-query difference from the baseline into this .png or .html"
@@ -270,8 +259,8 @@ def run(args: CompareArgs) -> dict:
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     if not metrics:
         raise CtxirError(f"--metrics {args.metrics!r} names no metric: e.g. 'nDCG@10,MRR@10'")
-    significance = SignificanceTest(args.test, args.correction, args.alpha, args.permutations, args.seed)
-    result = compare_systems(systems, metrics, significance=significance)
+    options = {"test": args.test, "correction": args.correction, "n_permutations": args.permutations}
+    result = compare_systems(systems, metrics, **options)
     result["files"] = list(args.compare)
     print(format_comparison(result))
     if args.output:
