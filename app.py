@@ -60,118 +60,53 @@ def _env(name: str, default: Any, help: str) -> Any:
 
 @dataclass
 class _AppArgs:
-    host: str = _env(
-        "CTXIR_HOST", "", "interface to listen on; empty = gradio's (GRADIO_SERVER_NAME or 127.0.0.1)"
-    )
-    port: int = _env("CTXIR_PORT", 0, "port; 0 = gradio's default (GRADIO_SERVER_PORT or 7860)")
-    corpus: str = _env(
-        "CTXIR_CORPUS", "", "BEIR folder or corpus file (.txt/.jsonl/.csv/.tsv); empty = built-in demo corpus"
-    )
+    host: str = _env("CTXIR_HOST", "", "interface to listen on; empty = GRADIO_SERVER_NAME or 127.0.0.1")
+    port: int = _env("CTXIR_PORT", 0, "port; 0 = GRADIO_SERVER_PORT or 7860")
+    corpus: str = _env("CTXIR_CORPUS", "", "BEIR folder or corpus file (.txt/.jsonl/.csv/.tsv); empty = demo")
     bi_encoder: str = _env("CTXIR_BI_ENCODER", DEFAULT_BI_ENCODER, "bi-encoder Hub id or folder")
     # one flag per re-ranker kind (--cross-encoder, --cls-lr, ...) is added from ctxir.rerank.registry by app_args_class
     device: str = _env("CTXIR_DEVICE", "auto", "auto, cpu, cuda, mps")
     index: str = _env(
-        "CTXIR_INDEX",
-        "auto",
-        "dense index: auto (the ANN index from ctxir.retrieval.AUTO_ANN_THRESHOLD "
-        "documents up, exact search below), exact, or ann; the ANN index is kept beside the cached "
-        "embeddings and reopened on the next start",
+        "CTXIR_INDEX", "auto", "dense index: auto (ANN from AUTO_ANN_THRESHOLD documents up), exact, ann"
     )
     backend: str = _env(
-        "CTXIR_BACKEND",
-        "torch",
-        "how the bi-encoder encodes the searched corpora and queries: torch, or onnx-int8 (ONNX Runtime, "
-        "int8 weights, CPU: faster at the same quality, docs/results.md; exported once into the cache folder). "
-        "Compare pooling, pair scoring, explanations and the inspection views stay on torch",
+        "CTXIR_BACKEND", "torch", "how the bi-encoder encodes corpora and queries: torch, onnx-int8 (faster)"
     )
     rerank_backend: str = _env(
-        "CTXIR_RERANK_BACKEND",
-        "torch",
-        "how the cross-encoders score (re-ranking, pair scoring), on the CPU: torch, onnx (ONNX "
-        "Runtime, float32: torch's scores) or onnx-int8 (faster; the layers a model shares with its "
-        "base in int8: docs/bench/shipped-int8-suite.json says where it keeps the 0.005 rule). "
-        "Exported once into the cache folder. A GPU, the explanations and the inspection views use torch",
+        "CTXIR_RERANK_BACKEND", "torch", "how cross-encoders score on a CPU: torch, onnx, onnx-int8 (faster)"
     )
-    torch_threads: int = _env(
-        "CTXIR_TORCH_THREADS",
-        0,
-        "torch intra-op threads; 0 = torch's default (all cores, "
-        "fastest on a machine of its own); 1 is steadier on a CPU shared with other jobs",
-    )
-    max_attention_tokens: int = _env(
-        "CTXIR_MAX_ATTENTION_TOKENS", 256, "longest input (tokens) the attention view accepts"
-    )
+    torch_threads: int = _env("CTXIR_TORCH_THREADS", 0, "torch threads; 0 = all cores")
+    max_attention_tokens: int = _env("CTXIR_MAX_ATTENTION_TOKENS", 256, "longest attention input (tokens)")
     max_upload_docs: int = _env("CTXIR_MAX_UPLOAD_DOCS", 5_000, "most documents an uploaded corpus may have")
     rerank_depth: int = _env("CTXIR_RERANK_DEPTH", 20, "default number of first-stage candidates re-scored")
     max_extra_models: int = _env(
-        "CTXIR_MAX_EXTRA_MODELS",
-        2,
-        "models visitors load by Hub id to compare (Search, Pair scoring, Token embeddings, Attention) kept at "
-        "once, the least recently used evicted first; 0 = none (docs/guides/app.md)",
+        "CTXIR_MAX_EXTRA_MODELS", 2, "models loaded by Hub id kept at once, LRU out first; 0 = none"
     )
     max_extra_mb: int = _env("CTXIR_MAX_EXTRA_MB", 1024, "MiB of weights those models may hold in all")
     allow_remote_code: bool = field(
         default=False,
-        metadata={
-            "help": "let a model a visitor loads by Hub id run code from its repository (an auto_map in its "
-            "config); off by default [CTXIR_TRUST_REMOTE_CODE]"
-        },
+        metadata={"help": "let a model loaded by Hub id run its repository's code [CTXIR_TRUST_REMOTE_CODE]"},
     )
     max_output_mb: int = _env(
-        "CTXIR_MAX_OUTPUT_MB",
-        200,
-        "most MB of returned files (figures, attention HTML) kept on disk; the oldest are removed first "
-        "(the plotly.js every interactive page loads is kept besides)",
+        "CTXIR_MAX_OUTPUT_MB", 200, "MB of returned files kept on disk, oldest out first"
     )
     output_max_age_s: int = _env("CTXIR_OUTPUT_MAX_AGE_S", 600, "seconds a returned file is kept on disk")
-    concurrency: int = _env(
-        "CTXIR_CONCURRENCY", 2, "model views (search, pair scoring, ...) run at once; see ctxir/app/limits.py"
-    )
-    slow_concurrency: int = _env(
-        "CTXIR_SLOW_CONCURRENCY",
-        1,
-        "slow views (attention, explain, upload, t-SNE, ...) run at once, beside the model views",
-    )
-    max_queue: int = _env(
-        "CTXIR_MAX_QUEUE",
-        32,
-        "requests that may wait; one more is refused at once with 'busy, try again' (docs/reference/app.md)",
-    )
-    max_sessions: int = _env(
-        "CTXIR_MAX_SESSIONS",
-        128,
-        "visitors' sessions whose last outputs Gradio keeps in memory; the least recently active are dropped first",
-    )
+    concurrency: int = _env("CTXIR_CONCURRENCY", 2, "model views (search, pair scoring, ...) run at once")
+    slow_concurrency: int = _env("CTXIR_SLOW_CONCURRENCY", 1, "slow views (attention, explain, ...) at once")
+    max_queue: int = _env("CTXIR_MAX_QUEUE", 32, "requests that may wait; one more is refused with 'busy'")
+    max_sessions: int = _env("CTXIR_MAX_SESSIONS", 128, "sessions Gradio keeps in memory, LRU out first")
     malloc_arenas: int = _env(
-        "CTXIR_MALLOC_ARENAS",
-        2,
-        "glibc malloc arenas (0 = glibc's default, 8 per core); "
-        "2 keeps RSS from growing burst after burst (docs/reference/app.md)",
+        "CTXIR_MALLOC_ARENAS", 2, "glibc malloc arenas; 0 = glibc's default (8 per core)"
     )
     closed_session_s: int = _env(
-        "CTXIR_CLOSED_SESSION_S",
-        60,
-        "seconds Gradio's state of a visitor who left (page closed, API client closed) is kept after "
-        "its last use; -1 = until --max-sessions pushes it out (Gradio's way: RSS grew with every visitor "
-        "seen, docs/reference/app.md)",
+        "CTXIR_CLOSED_SESSION_S", 60, "seconds a left visitor's session is kept; -1 = until --max-sessions"
     )
 
 
 def _reranker_flag(kind) -> tuple[str, type, Any]:
-    default = kind.default_model()
-    return (
-        kind.key,
-        str,
-        _env(
-            env(kind),
-            default,
-            (
-                f"{kind.label} re-ranker: an id or folder (default: {default or 'none: this installation ships none'}; "
-                f"{kind.how_to_get.replace('train one with', 'a model from')}); 'none' to skip; if it cannot be loaded the "
-                "app starts without it"
-            ),
-        ),
-    )
+    how = kind.how_to_get.replace("train one with", "a model from")
+    help = f"{kind.label} re-ranker: an id or folder ({how}); 'none' skips it; one that fails to load is left out"
+    return kind.key, str, _env(env(kind), kind.default_model(), help)
 
 
 def app_args_class() -> type:
@@ -188,18 +123,12 @@ AppArgs = app_args_class()
 
 def config_from_args(args) -> AppConfig:
     models = {name: getattr(args, kind.key) for name, kind in RERANKERS.items() if hasattr(args, kind.key)}
+    same = ("corpus", "bi_encoder", "device", "max_attention_tokens", "max_upload_docs", "rerank_depth")
     return AppConfig(
-        corpus=args.corpus,
-        bi_encoder=args.bi_encoder,
-        device=args.device,
+        **{name: getattr(args, name) for name in (*same, "max_extra_models", "max_extra_mb")},
         index=check_choice(args.index, "--index", DENSE_INDEXES),
         backend=check_choice(args.backend, "--backend", BACKENDS),
         rerank_backend=check_choice(args.rerank_backend, "--rerank-backend", RERANK_BACKENDS),
-        max_attention_tokens=args.max_attention_tokens,
-        max_upload_docs=args.max_upload_docs,
-        rerank_depth=args.rerank_depth,
-        max_extra_models=args.max_extra_models,
-        max_extra_mb=args.max_extra_mb,
         # the flag, or its environment variable (a boolean flag's default is not read from the environment)
         allow_remote_code=args.allow_remote_code or env_flag("CTXIR_TRUST_REMOTE_CODE"),
         # off on a Space (SPACE_ID set), where a path a visitor types names the server's files
@@ -208,20 +137,15 @@ def config_from_args(args) -> AppConfig:
     )
 
 
-def refuse_zero_gpu() -> None:
-    """ZeroGPU hardware is refused at start, with what to choose instead (docs/guides/publish.md)."""
+def serve(args: AppArgs) -> int:
+    """Load once, then serve until stopped; a CtxirError (bad flag, missing model) ends it with one line, exit 2."""
+    # 1. limits, threads and signals: SIGTERM, SIGHUP and SIGINT exit at once through exit_now (atexit clean-up)
     if os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "true"):
         raise CtxirError(
             "this Space runs on ZeroGPU hardware (SPACES_ZERO_GPU is set), which ctxir does not support: choose "
             "'CPU basic' (the free 2-vCPU hardware the app is built for) or a GPU such as 'Nvidia T4' in the Space's "
             "settings (docs/guides/publish.md)"
         )
-
-
-def serve(args: AppArgs) -> int:
-    """Load once, then serve until stopped; a CtxirError (bad flag, missing model) ends it with one line, exit 2."""
-    # 1. limits, threads and signals: SIGTERM, SIGHUP and SIGINT exit at once through exit_now (atexit clean-up)
-    refuse_zero_gpu()
     asyncio.set_event_loop_policy(ClosingEventLoopPolicy())  # before gradio makes its first loop
     retry_spaces_reload_server()
     limits = QueueLimits(*(getattr(args, f.name) for f in dataclasses.fields(QueueLimits)))  # checked now
@@ -237,14 +161,10 @@ def serve(args: AppArgs) -> int:
     state = AppState.load(config, background=True)
     logger.info("models loaded in %.1f s; serving while the corpus is indexed", time.perf_counter() - started)
     # 3. build (each tab's example answer computed in the background: ctxir.app.first_view) and serve
-    built = build_app(
-        state,
-        outputs=Outputs(max_age_s=args.output_max_age_s, max_bytes=args.max_output_mb * 2**20),
-        first_view="start",
-    )
-    demo = built.demo
+    outputs = Outputs(max_age_s=args.output_max_age_s, max_bytes=args.max_output_mb * 2**20)
+    built = build_app(state, outputs=outputs, first_view="start")
     # a Space's reloader looks for the launched Blocks in __main__ (else it printed "Launching demo not found")
-    globals()["demo"] = demo
+    globals()["demo"] = demo = built.demo
     # every public endpoint is also an MCP tool (gradio's MCP server at /gradio_api/mcp/; needs the mcp package)
     mcp = importlib.util.find_spec("mcp") is not None
     if not mcp:

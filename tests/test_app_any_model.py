@@ -219,6 +219,14 @@ def test_one_load_at_a_time(state):
     assert len(results) == 1 and cache.loaded() == [("cross-encoder", CROSS)]
 
 
+def test_the_cache_keeps_the_most_recently_used_and_the_pinned():
+    cache = ModelCache(max_models=2, max_bytes=10 * MiB, measure=lambda value: MiB)
+    cache.pin("shipped", "the start's model")
+    for name in ("a", "b", "c"):
+        cache.load(name, lambda name=name: f"model {name}")
+    assert (cache.loaded(), cache.evicted, cache.loaded(pinned=True)) == (["b", "c"], ["a"], ["shipped"])
+
+
 def test_model_cache_limits_are_checked():
     with pytest.raises(CtxirError, match="max_models=-1"):
         ModelCache(max_models=-1)

@@ -55,6 +55,17 @@ def api_table(info: dict) -> str:
     return "\n".join(rows)
 
 
+def test_a_web_pages_request_is_told_from_an_api_clients():
+    from types import SimpleNamespace
+
+    from ctxir.app.ui import from_browser
+
+    pages = [{"x-gradio-user": "app"}, {"Sec-Fetch-Mode": "cors"}]
+    clients = [{"x-gradio-user": "api", "sec-fetch-mode": "cors"}, {}]
+    assert all(from_browser(SimpleNamespace(headers=h)) for h in pages) and from_browser(None)
+    assert not any(from_browser(SimpleNamespace(headers=h)) for h in clients)
+
+
 def test_every_input_and_output_has_a_meaningful_name(served):
     _, info = served
     endpoints = info["named_endpoints"]

@@ -108,11 +108,9 @@ def build_app(
     with blocks as demo:
         gr.Markdown(f"## {TITLE}\n{INTRO}", elem_classes=["ctxir-intro"])
         gr.Markdown(status_line(state), elem_classes=["ctxir-status"], elem_id="model-status")
+        text = state.indexing.text()
         indexing = gr.Markdown(
-            md_literal(state.indexing.text()),
-            visible=bool(state.indexing.text()),
-            elem_id="indexing-status",
-            elem_classes=["ctxir-indexing"],
+            md_literal(text), visible=bool(text), elem_id="indexing-status", elem_classes=["ctxir-indexing"]
         )
         timer = gr.Timer(1.0, active=not state.indexing.done.is_set())
         missing = missing_models(state)

@@ -13,12 +13,11 @@ from ctxir.rerank.registry import RERANKERS as KINDS
 # (fraction done, what is happening): what loaders and slow views report to
 Progress = Callable[[float, str], None]
 
-# the app's words for each re-ranker kind: a short name in table headers ("CE rank"), its flag and variable
-SHORT_NAMES: dict[str, str] = {CROSS_ENCODER.name: "CE", CLS_LR.name: "LR", STS_CROSS_ENCODER.name: "STS"}
-
 
 def short_name(kind: RerankerKind) -> str:
-    return SHORT_NAMES.get(kind.name) or kind.label
+    """The kind's name in table headers ("CE rank")."""
+    short = {CROSS_ENCODER.name: "CE", CLS_LR.name: "LR", STS_CROSS_ENCODER.name: "STS"}
+    return short.get(kind.name) or kind.label
 
 
 def flag(kind: RerankerKind) -> str:
@@ -50,8 +49,7 @@ class AppConfig:
     device: str = "auto"
     index: str = "auto"  # the dense index of every corpus searched: "auto", "exact", "ann"
     backend: str = "torch"  # how the search encoder encodes the corpora and queries: "torch", "onnx-int8"
-    # how the cross-encoders loaded at start score: "torch", "onnx", "onnx-int8"; None = CrossEncoderReranker's own
-    rerank_backend: str | None = None
+    rerank_backend: str | None = None  # how the start's cross-encoders score: "torch", "onnx", "onnx-int8"
     max_query_chars: int = 2_000
     max_text_chars: int = 5_000
     max_documents: int = 32  # pair scoring
@@ -60,8 +58,7 @@ class AppConfig:
     max_attention_tokens: int = 256
     max_upload_mb: float = 20.0
     max_upload_docs: int = 5_000
-    # compare pooling encodes the corpus once per (pooling, layer): minutes on CPU
-    max_compare_docs: int = 6_000
+    max_compare_docs: int = 6_000  # compare pooling encodes the corpus per (pooling, layer): minutes on CPU
     max_corpora: int = 4  # uploaded corpora one visitor (session) keeps, their least recently used out first
     max_total_uploads: int = 16  # uploaded corpora in memory across all visitors
     upload_idle_s: float = 900.0  # a visitor idle this long may lose uploads, and only when the app is full
@@ -70,28 +67,23 @@ class AppConfig:
     explain_steps: int = 32  # integrated-gradients steps to start with (ctxir.explain doubles them if needed)
     explain_max_steps: int = 128  # ... up to this many
     max_movers: int = 5  # "what moved" explains at most this many re-ranked documents (one IG run each)
-    # kind → model id or folder ("none" = not loaded), over cross_encoder and cls_lr; else the kind's default
-    rerankers: dict[str, str] = field(default_factory=dict)
+    rerankers: dict[str, str] = field(
+        default_factory=dict
+    )  # kind → model ("none"), over cross_encoder, cls_lr
     # the most results a view shows and the deepest re-ranking: its input's maximum and its view's check
     max_k: int = 50
     max_rerank_depth: int = 100
-    # models visitors load by Hub id (or folder; ctxir.app.models.ModelCache): at most this many, LRU evicted first ...
-    max_extra_models: int = 2
-    # ... holding at most this many MiB of weights in all (the models loaded at start are not counted)
-    max_extra_mb: float = 1024
-    # a model that needs code from its repository (an auto_map) loads only where the deployer allows it
-    allow_remote_code: bool = False
-    # a visitor may type a local folder, not only a Hub id (off on a Space, where a path names the server's files)
-    allow_model_paths: bool = True
+    max_extra_models: int = 2  # models visitors load by Hub id or folder (ModelCache) kept, LRU out first
+    max_extra_mb: float = 1024  # MiB of weights those hold in all (the start's models not counted)
+    allow_remote_code: bool = False  # a model that needs its repository's code (an auto_map) may load
+    allow_model_paths: bool = True  # a visitor may type a local folder (off on a Space: the server's files)
 
     def any_model_note(self) -> str:
         """What a visitor may type where a model is chosen, and the limits it loads under (the pages' notes)."""
+        paths = " or folder" if self.allow_model_paths else ""
         return (
-            "or type any model's Hub id"
-            + (" or folder" if self.allow_model_paths else "")
-            + ": loaded on first "
-            f"use, at most {self.max_extra_models} such models kept ({self.max_extra_mb:,.0f} MiB), the least "
-            "recently used goes first"
+            f"or type any model's Hub id{paths}: loaded on first use, at most {self.max_extra_models} such "
+            f"models kept ({self.max_extra_mb:,.0f} MiB), the least recently used goes first"
         )
 
     def reranker_model(self, kind: str) -> str:

@@ -21,10 +21,9 @@ if TYPE_CHECKING:
 
 
 class ClosingEventLoopPolicy(asyncio.DefaultEventLoopPolicy):
-    """Gradio's ``safe_get_lock`` sets a new event loop each time and drops the old one unclosed, whose ``__del__``
-    printed ``Invalid file descriptor: -1``: close the main thread's loop when another replaces it.
-
-    Test: ``test_a_loop_gradio_replaces_is_closed``."""
+    """Gradio's ``safe_get_lock`` sets a new event loop each time and drops the old one unclosed, whose
+    ``__del__`` printed ``Invalid file descriptor: -1``: close the main thread's loop when another replaces
+    it. Test: ``test_a_loop_gradio_replaces_is_closed``."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -35,38 +34,30 @@ class ClosingEventLoopPolicy(asyncio.DefaultEventLoopPolicy):
         if threading.current_thread() is not threading.main_thread():
             return
         replaced, self._main_loop = self._main_loop, loop
-        if (
-            replaced is not None
-            and replaced is not loop
-            and not replaced.is_running()
-            and not replaced.is_closed()
-        ):
+        if replaced not in (None, loop) and not replaced.is_running() and not replaced.is_closed():
             replaced.close()
 
 
 def styled_blocks(css: str, **kwargs) -> gr.Blocks:
-    """Gradio 6 reads ``css`` in ``launch()``, and warns when the constructor gets it ("The parameters have been
-    moved"), though it still applies it there: a demo keeps its style however it is launched, without the warning.
-
-    Test: ``test_the_apps_css_is_kept_without_a_warning``."""
+    """Gradio 6 reads ``css`` in ``launch()``, and warns when the constructor gets it ("The parameters have
+    been moved"), though it still applies it there: a demo keeps its style however it is launched, without the
+    warning. Test: ``test_the_apps_css_is_kept_without_a_warning``."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="The parameters have been moved", category=UserWarning)
         return gr.Blocks(css=css, **kwargs)
 
 
 def track_tqdm_first() -> None:
-    """Gradio patches tqdm at the first ``gr.Progress(track_tqdm=True)``; a bar started before it (the background
-    indexing's) then failed (``'tqdm' object has no attribute '_progress'``): patch before any bar starts.
-
-    Test: ``test_a_bar_started_before_the_app_is_built_keeps_running``."""
+    """Gradio patches tqdm at the first ``gr.Progress(track_tqdm=True)``; a bar started before it (the
+    background indexing's) then failed (``'tqdm' object has no attribute '_progress'``): patch before any bar
+    starts. Test: ``test_a_bar_started_before_the_app_is_built_keeps_running``."""
     gr.Progress(track_tqdm=True)
 
 
 def retry_spaces_reload_server(attempts: int = 3) -> None:
-    """spaces 0.51's reload server walks ``sys.modules`` while background threads import, and died of "dictionary
-    changed size during iteration": start it again, a few times, on exactly that error.
-
-    Test: ``test_the_spaces_reload_server_is_started_again_after_sys_modules_changed``."""
+    """spaces 0.51's reload server walks ``sys.modules`` while background threads import, and died of
+    "dictionary changed size during iteration": start it again, a few times, on exactly that error. Test:
+    ``test_the_spaces_reload_server_is_started_again_after_sys_modules_changed``."""
     from gradio import http_server
 
     start = http_server.watchfn_spaces
@@ -88,10 +79,8 @@ def retry_spaces_reload_server(attempts: int = 3) -> None:
 
 def plain_errors_for_api(demo: gr.Blocks) -> gr.Blocks:
     """``user_error`` escapes a message for the page (Gradio renders it as HTML), and an API client got
-    ``'&lt;a&gt;'`` for ``'<a>'``: ``Blocks.process_api``, which every event goes through, gives API clients the
-    plain text.
-
-    Test: ``test_an_api_client_gets_an_errors_plain_text``."""
+    ``'&lt;a&gt;'`` for ``'<a>'``: ``Blocks.process_api``, which every event goes through, gives API clients
+    the plain text. Test: ``test_an_api_client_gets_an_errors_plain_text``."""
     process_api = demo.process_api
 
     @functools.wraps(process_api)
@@ -110,10 +99,9 @@ def plain_errors_for_api(demo: gr.Blocks) -> gr.Blocks:
 
 
 def fill_missing_inputs(demo: gr.Blocks) -> gr.Blocks:
-    """Gradio refuses a request with fewer values than inputs; gradio_client sends the defaults, a raw HTTP or MCP
-    caller does not: missing trailing inputs (``png_figures``, the re-rank mode) get their defaults.
-
-    Test: ``test_a_request_without_the_last_inputs_gets_their_defaults``."""
+    """Gradio refuses a request with fewer values than inputs; gradio_client sends the defaults, a raw HTTP or
+    MCP caller does not: missing trailing inputs (``png_figures``, the re-rank mode) get their defaults. Test:
+    ``test_a_request_without_the_last_inputs_gets_their_defaults``."""
     validate = demo.validate_inputs
 
     def filled(block_fn, inputs: list) -> None:
@@ -126,9 +114,8 @@ def fill_missing_inputs(demo: gr.Blocks) -> gr.Blocks:
 
 def named(component):
     """Gradio's own check of a slider's range or a radio's choices names no input ("Value 60 is greater than
-    maximum value 50."): the message names the component and what it accepts.
-
-    Test: ``test_a_sliders_refusal_names_the_slider``."""
+    maximum value 50."): the message names the component and what it accepts. Test:
+    ``test_a_sliders_refusal_names_the_slider``."""
     check = component.preprocess
 
     def preprocess(payload):
@@ -148,10 +135,9 @@ def named(component):
 
 
 def accept_model_ids(radio: gr.Radio, models: AppModels) -> gr.Radio:
-    """Gradio refuses a radio's value that no choice lists: a model radio passes any other name to the callback,
-    which loads a Hub id on demand or says what the argument takes.
-
-    Test: ``test_a_model_radio_takes_a_hub_id_it_does_not_list``."""
+    """Gradio refuses a radio's value that no choice lists: a model radio passes any other name to the
+    callback, which loads a Hub id on demand or says what the argument takes. Test:
+    ``test_a_model_radio_takes_a_hub_id_it_does_not_list``."""
     check = radio.preprocess
 
     def preprocess(payload):
@@ -165,10 +151,8 @@ def accept_model_ids(radio: gr.Radio, models: AppModels) -> gr.Radio:
 
 
 def refuse_unloaded(radio: gr.Radio, models: AppModels) -> gr.Radio:
-    """Gradio refuses an unlisted radio value saying only what is accepted: a re-ranker kind that is not loaded is
-    told why and how to load one.
-
-    Test: ``test_a_radio_says_why_a_kind_is_not_loaded``."""
+    """Gradio refuses an unlisted radio value saying only what is accepted: a re-ranker kind that is not
+    loaded is told why and how to load one. Test: ``test_a_radio_says_why_a_kind_is_not_loaded``."""
     check = radio.preprocess
 
     def preprocess(payload):
@@ -185,11 +169,10 @@ LEFT_RECORD_S = 600
 
 
 class ClosedSessions:
-    """Gradio keeps a left visitor's ``SessionState`` (~1.6 MB) until the session capacity pushes it out, so RSS
-    grew with every visitor: ``forget`` drops each session whose visitor left (closed, or ``note``d: a lookup of
-    a dropped session reopens it) unused for ``after_s`` seconds (< 0: none). Call it on the server's loop.
-
-    Test: ``test_a_left_visitors_session_is_forgotten``."""
+    """Gradio keeps a left visitor's ``SessionState`` (~1.6 MB) until the session capacity pushes it out, so
+    RSS grew with every visitor: ``forget`` drops each session whose visitor left (closed, or ``note``d: a
+    lookup of a dropped session reopens it) unused for ``after_s`` seconds (< 0: none). Call it on the
+    server's loop. Test: ``test_a_left_visitors_session_is_forgotten``."""
 
     def __init__(self, after_s: float) -> None:
         self.after_s = after_s

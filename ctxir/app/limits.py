@@ -7,6 +7,8 @@ import ctypes.util
 import logging
 from dataclasses import dataclass
 
+from ctxir.types import CtxirError
+
 logger = logging.getLogger("ctxir.app")
 
 # callback function name (what a BlockFunction carries, public or private) → its API endpoint
@@ -49,18 +51,10 @@ class QueueLimits:
     closed_session_s: int = 60
 
     def __post_init__(self):
-        lowest = {
-            "concurrency": 1,
-            "slow_concurrency": 1,
-            "max_queue": 1,
-            "max_sessions": 1,
-            "malloc_arenas": 0,
-        }
+        lowest = dict(concurrency=1, slow_concurrency=1, max_queue=1, max_sessions=1, malloc_arenas=0)
         for name, low in {**lowest, "closed_session_s": -1}.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                from ctxir.types import CtxirError
-
                 raise CtxirError(
                     f"--{name.replace('_', '-')} must be a whole number ≥ {low}, got {value!r}: "
                     "pass e.g. --concurrency 2 --slow-concurrency 1 --max-queue 32 --max-sessions 128 "
@@ -72,37 +66,27 @@ class QueueLimits:
         return {"state_session_capacity": self.max_sessions}
 
 
-M_ARENA_MAX = -8  # glibc's malloc.h
-
-
 def limit_malloc_arenas(arenas: int) -> bool:
     """Cap glibc's malloc arenas at ``arenas`` (0 = leave glibc's default)."""
     if arenas <= 0:
         return False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return bool(libc.mallopt(M_ARENA_MAX, int(arenas)))
+        return bool(libc.mallopt(-8, int(arenas)))  # M_ARENA_MAX in glibc's malloc.h
     except (OSError, AttributeError):
         return False
 
 
 def group_of(fn) -> str | None:
     """The concurrency group of one Gradio ``BlockFunction``: "slow", "model" or None (Gradio's default)."""
-    if not fn.queue or fn.fn is None:
+    if not fn.queue or fn.fn is None or not fn.name.startswith("do_"):  # every view's callback is a do_*
         return None
     if fn.name in SLOW_VIEWS:
         return "slow"
-    if fn.name in MODEL_VIEWS:
-        return "model"
-    if fn.name.startswith("do_"):
-        logger.warning(
-            "event %s (%s) is in neither SLOW_VIEWS nor MODEL_VIEWS of ctxir/app/limits.py: it shares "
-            "the 'model' group",
-            fn.name,
-            fn.api_name,
-        )
-        return "model"
-    return None
+    if fn.name not in MODEL_VIEWS:
+        what = "is in neither SLOW_VIEWS nor MODEL_VIEWS of ctxir/app/limits.py: it shares the 'model' group"
+        logger.warning("event %s (%s) %s", fn.name, fn.api_name, what)
+    return "model"
 
 
 def apply_limits(demo, limits: QueueLimits | None = None):

@@ -42,8 +42,7 @@ def model_bytes(obj: Any) -> int:
     module = obj if isinstance(obj, torch.nn.Module) else getattr(obj, "model", None)
     if not isinstance(module, torch.nn.Module):
         return 0
-    tensors = [*module.parameters(), *module.buffers()]
-    return int(sum(t.numel() * t.element_size() for t in tensors))
+    return int(sum(t.numel() * t.element_size() for t in (*module.parameters(), *module.buffers())))
 
 
 @dataclass
@@ -54,15 +53,7 @@ class _Entry:
 
 
 class ModelCache:
-    """{key: model}, at most ``max_models`` unpinned models holding at most ``max_bytes`` in all.
-
-    >>> cache = ModelCache(max_models=2, max_bytes=10 * MiB, measure=lambda value: MiB)
-    >>> cache.pin("shipped", "the start's model")
-    >>> for name in ("a", "b", "c"):
-    ...     _ = cache.load(name, lambda name=name: f"model {name}")
-    >>> cache.loaded(), cache.evicted[-1], "shipped" in cache
-    (['b', 'c'], 'a', True)
-    """
+    """{key: model}, at most ``max_models`` unpinned models holding at most ``max_bytes`` in all."""
 
     def __init__(
         self, max_models: int = 2, max_bytes: int = 1024 * MiB, measure: Callable[[Any], int] = model_bytes
@@ -86,15 +77,10 @@ class ModelCache:
     def get(self, key: Hashable) -> Any | None:
         """The model under ``key`` (now the most recently used), or None."""
         with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
+            if key not in self._entries:
                 return None
             self._entries.move_to_end(key)
-            return entry.value
-
-    def __contains__(self, key: Hashable) -> bool:
-        with self._lock:
-            return key in self._entries
+            return self._entries[key].value
 
     def loaded(self, pinned: bool = False) -> list:
         """The unpinned keys, least recently used first (``pinned=True``: the pinned ones)."""
@@ -108,11 +94,7 @@ class ModelCache:
             return sum(e.bytes for e in self._entries.values() if not e.pinned)
 
     def load(
-        self,
-        key: Hashable,
-        loader: Callable[[], Any],
-        progress: Callable[[float, str], None] | None = None,
-        what: str = "model",
+        self, key: Hashable, loader: Callable[[], Any], progress: Progress | None = None, what: str = "model"
     ) -> Any:
         """The model under ``key``, loaded by ``loader()`` when it is not here."""
         found = self.get(key)
@@ -148,7 +130,7 @@ class ModelCache:
             )
 
     @contextmanager
-    def loading(self, progress: Callable[[float, str], None] | None = None) -> Iterator[None]:
+    def loading(self, progress: Progress | None = None) -> Iterator[None]:
         """Hold the one-load-at-a-time lock (a fetch or download before ``load`` runs under it too)."""
         if not self._load_lock.acquire(blocking=False):
             (progress or (lambda *_: None))(0.0, "waiting for another model to finish loading")
@@ -184,6 +166,10 @@ class Inspectable:
     tokenizer: Any
     model: Any
 
+    @classmethod
+    def load(cls, name: str, device: str, path: str | None = None) -> Inspectable:
+        return cls(name, *load_transformer(path or name, device, attentions=True))
+
 
 @dataclass
 class AppModels:
@@ -207,19 +193,16 @@ class AppModels:
 
     def why_not(self, kind: str) -> str:
         """'' when ``kind`` is loaded, else why it is not."""
-        if kind in self.rerankers:
-            return ""
-        return self.unavailable.get(kind) or f"no {KINDS[kind].label} re-ranker was given"
+        given = self.unavailable.get(kind) or f"no {KINDS[kind].label} re-ranker was given"
+        return "" if kind in self.rerankers else given
 
     @classmethod
     def load(cls, config: AppConfig, progress: Progress | None = None) -> AppModels:
         """Load every model once (a missing bi-encoder is fatal, a missing re-ranker is logged)."""
         step = progress or (lambda *_: None)
         step(0.0, f"loading bi-encoder {config.bi_encoder}")
-        bi = load_bi_encoder(config.bi_encoder, config.device)
-        tokenizer, body = load_transformer(config.bi_encoder, config.device, attentions=True)
-        inspect = {BI_ENCODER: Inspectable(config.bi_encoder, tokenizer, body)}
-        models = cls(bi, config.bi_encoder, inspect)
+        inspect = {BI_ENCODER: Inspectable.load(config.bi_encoder, config.device)}
+        models = cls(load_bi_encoder(config.bi_encoder, config.device), config.bi_encoder, inspect)
         models.configure(config)
         for i, kind in enumerate(KINDS.values()):
             model = config.reranker_model(kind.name)
@@ -230,35 +213,25 @@ class AppModels:
                     else f"no {kind.label} re-ranker was given and this installation ships none"
                 )
                 continue
-            ok, why = kind.available(model)
-            download = not ok and is_hub_id(model) and not hub_offline()
-            if not ok and not download:  # not on this machine and offline: the kind is not offered
-                models.unavailable[kind.name] = why
-                logger.warning("%s re-ranker unavailable, the app starts without it: %s", kind.label, why)
-                continue
             step(0.4 + 0.3 * i / len(KINDS), f"loading {kind.label} re-ranker {model}")
             try:
-                ranker = load_reranker(kind.name, model, config.device, download=download)
+                ok, why = kind.available(model)
+                if not ok and (not is_hub_id(model) or hub_offline()):  # not here, and not downloadable
+                    raise CtxirError(why)
+                ranker = load_reranker(kind.name, model, config.device, download=not ok)
                 if config.rerank_backend is not None and hasattr(ranker, "backend"):
                     ranker.backend = config.rerank_backend  # a cross-encoder's scoring
                 # an onnx backend: exported before serving (torch's exporter is unsafe beside other threads)
                 if getattr(ranker, "backend", "torch").startswith("onnx"):
-                    step(
-                        0.4 + 0.3 * (i + 0.5) / len(KINDS),
-                        f"preparing {kind.label} re-ranker for ONNX Runtime",
-                    )
                     ranker.onnx_scorer()
                 if kind.inspectable:
-                    inspect[kind.name] = Inspectable(
-                        model, *load_transformer(model, config.device, attentions=True)
-                    )
+                    inspect[kind.name] = Inspectable.load(model, config.device)
+                models.rerankers[kind.name] = ranker
+                if kind.name == CROSS_ENCODER.name:
+                    models.cache.pin((CROSS_ENCODER.name, model), ranker)
             except CtxirError as err:
                 models.unavailable[kind.name] = str(err)
                 logger.warning("%s re-ranker unavailable, the app starts without it: %s", kind.label, err)
-                continue
-            models.rerankers[kind.name] = ranker
-            if kind.name == CROSS_ENCODER.name:
-                models.cache.pin((CROSS_ENCODER.name, model), ranker)
         return models
 
     def configure(self, config: AppConfig) -> AppModels:
@@ -282,11 +255,12 @@ class AppModels:
     ) -> AppModels:
         """Wrap models already in memory (tests, notebooks): a SentenceTransformer and re-rankers by kind."""
         path = str(bi_encoder[0].auto_model.config._name_or_path or bi_encoder_name)
-        tokenizer, body = load_transformer(path, device, attentions=True)
-        inspect = {BI_ENCODER: Inspectable(bi_encoder_name, tokenizer, body)}
+        inspect = {BI_ENCODER: Inspectable.load(bi_encoder_name, device, path)}
         models = cls(bi_encoder, bi_encoder_name, inspect, device=device)
         models.cache.pin((BI_ENCODER, bi_encoder_name), bi_encoder)
         given = {CROSS_ENCODER.name: cross_encoder, CLS_LR.name: cls_lr, **(rerankers or {})}
+        for name in given:
+            check_choice(name, "re-ranker kind", tuple(KINDS))
         for kind in KINDS.values():
             if given.get(kind.name) is None:
                 models.unavailable[kind.name] = f"no {kind.label} re-ranker was given"
@@ -294,12 +268,6 @@ class AppModels:
             models.rerankers[kind.name] = kind.wrap(given[kind.name])
             if kind.inspectable:
                 inspect[kind.name] = _inspectable_body(models.rerankers[kind.name], device)
-        unknown = set(given) - set(KINDS)
-        if unknown:
-            raise CtxirError(
-                f"re-ranker kind {sorted(unknown)[0]!r} is not known: use one of "
-                f"{', '.join(map(repr, KINDS))}"
-            )
         return models
 
     def reranker(self, name: str, progress: Progress | None = None):
@@ -313,11 +281,10 @@ class AppModels:
         if name == "none":
             return None
         if name not in self.rerankers:
-            kind = KINDS[name]
+            kind, offered = KINDS[name], " or ".join(map(repr, ["none", *self.loaded]))
             raise CtxirError(
                 f"the {kind.label} re-ranker is not available ({self.why_not(name).rstrip('.')}). "
-                f"{unavailable_hint(kind)}. Meanwhile "
-                f"choose re-ranker {' or '.join(map(repr, ['none', *self.loaded]))}."
+                f"{unavailable_hint(kind)}. Meanwhile choose re-ranker {offered}."
             )
         return self.rerankers[name]
 
@@ -353,15 +320,14 @@ class AppModels:
     ):
         """Model ``name`` (a Hub id or allowed folder) from the bounded ``cache``, loaded now if needed."""
         name = check_model_name(name, what, self.allow_paths)
-        roles = [role] if role else [CROSS_ENCODER.name, BI_ENCODER]
-        for each in roles:
+        for each in [role] if role else [CROSS_ENCODER.name, BI_ENCODER]:
             found = self.cache.get((each, name))
             if found is not None:
                 return found if role else (each, found)
         self.cache.check_open(f"{what} {name!r}")
-        step = progress or (lambda *_: None)
+        progress = progress or (lambda *_: None)
         with self.cache.loading(progress):  # fetching (a download) is part of the one load at a time
-            step(0.05, f"fetching {name} (downloaded when it is not in the local Hugging Face cache)")
+            progress(0.05, f"fetching {name} (downloaded when it is not in the local Hugging Face cache)")
             folder = fetch_model(
                 name, what, allow_remote_code=self.allow_remote_code, allow_paths=self.allow_paths
             )
@@ -373,8 +339,9 @@ class AppModels:
                     "compare it in Pair scoring or the Token embeddings tab, and re-rank with a cross-encoder's Hub "
                     f"id such as {KINDS[CROSS_ENCODER.name].fallback!r}"
                 )
-            # only reached where the deployer allowed it (fetch_model)
-            trust = bool(remote_code_needed(folder))
+            trust = bool(
+                remote_code_needed(folder)
+            )  # reached only where the deployer allowed it (fetch_model)
             model = self.cache.load(
                 (wanted, name), lambda: self._load_fresh(wanted, name, trust), progress, f"{what} {name!r}"
             )
@@ -392,11 +359,7 @@ class AppModels:
 
         # read as its folder says, as if named by a flag; torch: ONNX exports are for the models loaded at start
         reranker = CrossEncoderReranker(
-            model,
-            self.device,
-            passages=passages_for(name),
-            backend="torch",
-            both_orders=both_orders_for(name),
+            model, self.device, passages=passages_for(name), both_orders=both_orders_for(name)
         )
         reranker.model_name, reranker.calibration = name, calibration_for(name)
         reranker.stage_fusion, reranker.fused_only = stage_fusion_for(name), alone_below_bm25(name)
@@ -418,15 +381,15 @@ class AppModels:
         self, model: str, text: str, text_pair: str | None = None, *, max_tokens: int
     ) -> Internals:
         """One forward pass of a loaded model over ``text`` (and ``text_pair``), refused above ``max_tokens``."""
-        item = self.inspectable(model)
-        n_tokens = len(item.tokenizer(text, text_pair or None)["input_ids"])
+        item, text_pair = self.inspectable(model), text_pair or None
+        n_tokens = len(item.tokenizer(text, text_pair)["input_ids"])
         if n_tokens > max_tokens:
             raise CtxirError(
                 f"the input has {n_tokens} tokens but this view accepts at most {max_tokens}: shorten the text"
                 f" (it begins {text[:40]!r})"
             )
         return inspect_text(
-            text, text_pair or None, model=item.model, tokenizer=item.tokenizer, max_tokens=max_tokens
+            text, text_pair, model=item.model, tokenizer=item.tokenizer, max_tokens=max_tokens
         )
 
     @property
@@ -442,15 +405,12 @@ def check_layer(value: Any, n_layers: int, what: str = "layer") -> int:
 
 def _inspectable_body(reranker, device: str) -> Inspectable:
     """A cross-encoder's body with eager attention: reloaded by name (with a modular model's top layers)."""
-    body = reranker.model[0].auto_model
-    # CrossEncoderReranker names an object by its class
-    by_name = (
-        isinstance(getattr(reranker, "model_name", None), str)
-        and reranker.model_name != type(reranker.model).__name__
-    )
-    path = reranker.model_name if by_name else str(body.config._name_or_path)
+    body, name = reranker.model[0].auto_model, getattr(reranker, "model_name", None)
+    # CrossEncoderReranker names an object built in memory by its class
+    by_name = isinstance(name, str) and name != type(reranker.model).__name__
+    path = name if by_name else str(body.config._name_or_path)
     try:
-        return Inspectable(path, *load_transformer(path, device, attentions=True))
+        return Inspectable.load(path, device)
     except CtxirError:  # not loadable by name (built in memory): its own body, attention switched when read
         return Inspectable(path, reranker.model.tokenizer, body)
 

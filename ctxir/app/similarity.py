@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import gradio as gr
@@ -26,9 +27,7 @@ def layer_similarity(
     cfg = state.config
     items = split_lines(sentences, "sentences", cfg.max_sentences, cfg.max_text_chars, min_items=2)
     word = check_text(word, "word", 50)
-    internals = [
-        state.models.inspect_input(model, s, max_tokens=state.config.max_inspect_tokens) for s in items
-    ]
+    internals = [state.models.inspect_input(model, s, max_tokens=cfg.max_inspect_tokens) for s in items]
     word_vecs = []
     for i, item in enumerate(internals, 1):
         try:
@@ -39,13 +38,13 @@ def layer_similarity(
                 "contain the word to follow"
             ) from None
     sentence_vecs = [item.hidden_states.mean(axis=1) for item in internals]
-    d = cfg.decimals
     word_curves, sentence_curves = {}, {}
-    for i in range(len(items)):
-        for j in range(i + 1, len(items)):
-            key = f"{i + 1} vs {j + 1}"
-            word_curves[key] = np.round(layer_cosines(word_vecs[i], word_vecs[j]), d).tolist()
-            sentence_curves[key] = np.round(layer_cosines(sentence_vecs[i], sentence_vecs[j]), d).tolist()
+    for i, j in itertools.combinations(range(len(items)), 2):
+        key = f"{i + 1} vs {j + 1}"
+        word_curves[key] = np.round(layer_cosines(word_vecs[i], word_vecs[j]), cfg.decimals).tolist()
+        sentence_curves[key] = np.round(
+            layer_cosines(sentence_vecs[i], sentence_vecs[j]), cfg.decimals
+        ).tolist()
     figures = {
         "word": curves_figure(word_curves, f"cosine of {word!r} between sentences, per layer"),
         "sentence": curves_figure(sentence_curves, "cosine of whole sentences (mean of tokens), per layer"),
@@ -58,14 +57,9 @@ def layer_similarity(
         "sentence_cosine": sentence_curves,
     }
     legend = "; ".join(f"{i + 1} = {md_literal(repr(s[:50]))}" for i, s in enumerate(items))
-    return ViewResult(
-        rows=[
-            {"pair": k, **{f"layer_{li}": v for li, v in enumerate(vals)}} for k, vals in word_curves.items()
-        ],
-        figures=figures,
-        data=data,
-        text=f"Sentences: {legend}. Layer 0 is the embedding layer.",
-    )
+    rows = [{"pair": k, **{f"layer_{li}": v for li, v in enumerate(vals)}} for k, vals in word_curves.items()]
+    text = f"Sentences: {legend}. Layer 0 is the embedding layer."
+    return ViewResult(rows=rows, figures=figures, data=data, text=text)
 
 
 def sentence_similarity(
@@ -82,29 +76,24 @@ def sentence_similarity(
     encoder = BiEncoder(state.models.bi_encoder, pooling=pooling, layer=layer, cache=None)
     sim = cosine_matrix(encoder.encode(items))  # (sentences, sentences)
     labels = [f"{i + 1}. {s if len(s) <= 45 else s[:44].rstrip() + '…'}" for i, s in enumerate(items)]
-    fig = heatmap_figure(
-        sim,
-        labels,
-        [str(i + 1) for i in range(len(items))],
-        f"sentence cosine similarity ({pooling} pooling, layer {layer})",
-        MatrixStyle(vmin=-0.2, vmax=1.0),
-    )
-    d = cfg.decimals
+    numbers = [str(i + 1) for i in range(len(items))]
+    title = f"sentence cosine similarity ({pooling} pooling, layer {layer})"
+    fig = heatmap_figure(sim, labels, numbers, title, MatrixStyle(vmin=-0.2, vmax=1.0))
+    rounded = np.round(sim, cfg.decimals).tolist()
     warnings = cls_warnings(pooling, layer, "the heatmap shows nothing about the sentences")
     data = {
         "sentences": items,
         "layer": layer,
         "pooling": pooling,
-        "similarity": np.round(sim, d).tolist(),
+        "similarity": rounded,
         "warnings": warnings,
     }
     rows = [
-        {"sentence": labels[i], **{str(j + 1): round(float(sim[i, j]), d) for j in range(len(items))}}
-        for i in range(len(items))
+        {"sentence": label, **dict(zip(numbers, row, strict=True))}
+        for label, row in zip(labels, rounded, strict=True)
     ]
-    return ViewResult(
-        rows=rows, figures={"similarity": fig}, data=data, text="\n\n".join(f"⚠️ {w}" for w in warnings)
-    )
+    text = "\n\n".join(f"⚠️ {w}" for w in warnings)
+    return ViewResult(rows=rows, figures={"similarity": fig}, data=data, text=text)
 
 
 # the sentence-similarity heatmap's colour scale (the PNG's viridis) and what its caption says of it
@@ -130,10 +119,8 @@ def layers_tab(ui: Ui, model, presets: dict) -> None:
         )
         rows = [
             {"pair": pair, "layer": layer, "word_cosine": w, "sentence_cosine": s}
-            for pair in data["word_cosine"]
-            for layer, (w, s) in enumerate(
-                zip(data["word_cosine"][pair], data["sentence_cosine"][pair], strict=True)
-            )
+            for pair, curve in data["word_cosine"].items()
+            for layer, (w, s) in enumerate(zip(curve, data["sentence_cosine"][pair], strict=True))
         ]
         files = exports(out, "layer-similarity", data=data, rows=rows, plots=[word, sentence], files=pngs)
         return show(word), show(sentence), show(files)
@@ -142,11 +129,8 @@ def layers_tab(ui: Ui, model, presets: dict) -> None:
         "One word in several sentences, compared layer by layer: the same spelling starts alike and "
         "drifts apart where the contexts differ."
     )
-    sentences = gr.Textbox(
-        label="Sentences containing the word (one per line)",
-        lines=4,
-        value="\n".join(presets["bank_contexts"]),
-    )
+    contexts = "\n".join(presets["bank_contexts"])
+    sentences = gr.Textbox(label="Sentences containing the word (one per line)", lines=4, value=contexts)
     word = gr.Textbox(label="Word", value=presets["word"])
     button = gr.Button("Compare layer by layer", variant="primary", elem_id="layer-sim-button")
     summary = ui.summary("layer-sim-summary")
@@ -156,15 +140,10 @@ def layers_tab(ui: Ui, model, presets: dict) -> None:
     pngs = [ui.returned("word_png"), ui.returned("sentence_png")]
     files = ui.downloads("PNG, interactive HTML, CSV, JSON")
     json = ui.numbers()
+    inputs, outputs = [model, sentences, word], [*pngs, summary, json]
     after = (after_layers, [json, *pngs], [word_plot, sentence_plot, files])
     compared = ui.view_event(
-        button.click,
-        do_layer_similarity,
-        [model, sentences, word],
-        [*pngs, summary, json],
-        "layer_similarity",
-        empty=[summary],
-        after=after,
+        button.click, do_layer_similarity, inputs, outputs, "layer_similarity", empty=[summary], after=after
     )
     ui.offer_loaded_models(compared, model)
 
@@ -194,18 +173,15 @@ def similarity_tab(ui: Ui, presets: dict) -> None:
             hover_labels=labels,
         )
         rows = [
-            {"sentence": s, **{str(j + 1): v for j, v in enumerate(row)}}
+            {"sentence": s, **dict(zip(numbers, row, strict=True))}
             for s, row in zip(data["sentences"], data["similarity"], strict=True)
         ]
         summary = "\n\n".join(f"⚠️ {display_text(w)}" for w in data.get("warnings") or []) or (
             f"{len(data['sentences'])} sentences, numbered by their line above · {data['pooling']} pooling · layer "
             f"{data['layer']}: {SIMILARITY_LEGEND}. Hover a cell for the pair."
         )
-        return (
-            summary,
-            show(heat),
-            show(exports(out, "sentence-similarity", data=data, rows=rows, plots=[heat], files=[png])),
-        )
+        files = exports(out, "sentence-similarity", data=data, rows=rows, plots=[heat], files=[png])
+        return summary, show(heat), show(files)
 
     ui.tab_intro("How alike whole sentences are, as the chosen layer and pooling embed them.")
     sentences = gr.Textbox(

@@ -21,8 +21,6 @@ from ctxir.types import Corpus, CtxirError
 
 logger = logging.getLogger("ctxir.app")
 
-DEMO_CORPUS_NAME = "demo"
-
 
 @dataclass
 class ViewResult:
@@ -35,17 +33,14 @@ class ViewResult:
     extra_rows: list[dict] = field(default_factory=list)
     html: str = ""  # a standalone HTML document (the attention view)
     plots: dict[str, Any] = field(default_factory=dict)  # interactive (Plotly) figures, by name
-    # [(text, score in [-1, 1]), ...] per highlighted text
-    highlights: dict[str, list] = field(default_factory=dict)
+    highlights: dict[str, list] = field(default_factory=dict)  # [(text, score in [-1, 1]), ...] per text
 
 
 def corpus_queries(path: Path, limit: int = 8) -> list[str]:
     """Up to ``limit`` example queries for a BEIR folder (its queries.jsonl); none for a single corpus file."""
     file = Path(path) / "queries.jsonl"
-    if not file.is_file():
-        return []
     try:
-        return list(load_queries(file).values())[:limit]
+        return list(load_queries(file).values())[:limit] if file.is_file() else []
     except CtxirError as err:
         logger.warning("no example queries: %s", err)
         return []
@@ -59,7 +54,7 @@ class AppState:
         models: AppModels,
         config: AppConfig | None = None,
         corpus: Corpus | None = None,
-        corpus_name: str = DEMO_CORPUS_NAME,
+        corpus_name: str = "demo",
         corpus_source: str = "built-in demo corpus",
         progress: Progress | None = None,
         *,
@@ -67,12 +62,11 @@ class AppState:
         cache: EmbeddingCache | bool | None = True,
         background: bool = False,
     ):
-        """``cache``: the startup corpus's embedding cache."""
+        """``cache``: the startup corpus's embedding cache; ``examples``: its example queries (the demo's own)."""
         self.models, self.config = models, config or AppConfig()
-        # example queries offered for the startup corpus (the demo corpus's own when none are given)
-        self.examples = (
-            list(examples) if examples is not None else demo_queries()[:8] if corpus is None else []
-        )
+        if examples is None:
+            examples = demo_queries()[:8] if corpus is None else []
+        self.examples = list(examples)
         self.cache, self.default_corpus = cache, corpus_name
         cfg = self.config
         self.uploads = UploadStore(cfg.max_corpora, cfg.max_total_uploads, cfg.upload_idle_s)
@@ -107,18 +101,20 @@ class AppState:
     def load(cls, config: AppConfig, progress: Progress | None = None, background: bool = False) -> AppState:
         """Models, the startup corpus and its index (built in a thread with ``background``) before any request."""
         started = time.perf_counter()
-        models = AppModels.load(config, progress)
-        corpus, name, source, examples = None, DEMO_CORPUS_NAME, "built-in demo corpus", None  # the demo's
+        models, given = AppModels.load(config, progress), {}  # none: the demo corpus
         if config.corpus:
             (progress or (lambda *_: None))(0.8, f"reading corpus {config.corpus}")
-            corpus = load_corpus_any(config.corpus)
             path = Path(config.corpus)
-            name, source = (path.name if path.is_dir() else path.stem) or "corpus", str(config.corpus)
-            examples = corpus_queries(path)
-        state = cls(models, config, corpus, name, source, progress, examples=examples, background=background)
+            name = (path.name if path.is_dir() else path.stem) or "corpus"
+            given = dict(
+                corpus=load_corpus_any(config.corpus), corpus_name=name, corpus_source=str(config.corpus)
+            )
+            given["examples"] = corpus_queries(path)
+        state = cls(models, config, progress=progress, background=background, **given)
         state.warm_up(index=not background)
         what = "models ready in %.1f s; indexing" if background else "app ready in %.1f s:"
-        logger.info(f"{what} %d documents of %r", time.perf_counter() - started, state.default_size, name)
+        took = time.perf_counter() - started
+        logger.info(f"{what} %d documents of %r", took, state.default_size, state.default_corpus)
         return state
 
     def new_index(self, name: str, corpus: Corpus, source: str, progress: Progress | None, cache):
@@ -155,7 +151,6 @@ class AppState:
 
     @property
     def corpus_names(self) -> list[str]:
-        """The corpora of the local caller (owner None)."""
         return self.corpus_names_for(None)
 
     def index(self, name: str | None, owner: Owner = None) -> CorpusIndex:

@@ -34,14 +34,9 @@ def md_code(text: Any) -> str:
 
 def split_lines(text: Any, what: str, max_items: int, max_chars: int, min_items: int = 1) -> list[str]:
     """One item per non-empty line (a list is accepted too, for API users)."""
-    if isinstance(text, list | tuple):
-        items = [str(t).strip() for t in text if str(t).strip()]
-    else:
-        items = [
-            line.strip()
-            for line in check_text(text, what, max_chars * max_items).splitlines()
-            if line.strip()
-        ]
+    listed = isinstance(text, list | tuple)
+    lines = [str(t) for t in text] if listed else check_text(text, what, max_chars * max_items).splitlines()
+    items = [line.strip() for line in lines if line.strip()]
     if len(items) < min_items:
         raise CtxirError(
             f"{what} needs at least {min_items} non-empty line(s), got {len(items)}: put one per line"

@@ -28,22 +28,10 @@ def user_error(message: Any) -> gr.Error:
 
 
 def from_browser(request: Any) -> bool:
-    """Whether a request came from a web page (which renders an error as HTML): the app's, or one calling the API.
-
-    >>> class Request:
-    ...     def __init__(self, **headers):
-    ...         self.headers = headers
-    >>> [from_browser(r) for r in (Request(**{"x-gradio-user": "app"}), Request(**{"Sec-Fetch-Mode": "cors"}), None)]
-    [True, True, True]
-    >>> [from_browser(r) for r in (Request(**{"x-gradio-user": "api", "sec-fetch-mode": "cors"}), Request())]
-    [False, False]
-    """
+    """Whether a request came from a web page (which renders an error as HTML): the app's, or one calling the API."""
     if request is None:
         return True
-    headers = {
-        str(key).lower(): str(value).lower()
-        for key, value in (getattr(request, "headers", None) or {}).items()
-    }
+    headers = {str(k).lower(): str(v).lower() for k, v in (getattr(request, "headers", None) or {}).items()}
     user = headers.get("x-gradio-user")
     return user == "app" if user else "sec-fetch-mode" in headers
 
@@ -81,9 +69,7 @@ def warn(result: ViewResult) -> None:
 def frame(rows: list[dict], columns: list[str] | None = None, drop_empty: bool = False) -> pd.DataFrame:
     """A table of ``rows``; with ``drop_empty`` the columns no row has a value in are left out."""
     table = pd.DataFrame(rows) if rows else pd.DataFrame(columns=columns or ["(no rows)"])
-    if drop_empty and rows:
-        table = table.dropna(axis="columns", how="all")
-    return table
+    return table.dropna(axis="columns", how="all") if drop_empty and rows else table
 
 
 def shares(pixels: list[int]) -> list[str]:
@@ -106,17 +92,6 @@ def column_widths(
     return shares(pixels) if share else [f"{w}px" for w in pixels]
 
 
-def table(
-    elem_id: str | None = None, label: str | None = None, *classes: str, value=None, **kwargs
-) -> gr.Dataframe:
-    """A wrapped table, hidden until its view ran unless ``value`` holds its headers; ``classes``: "fit", "wide"."""
-    names = ["ctxir-table", *(f"ctxir-{c}-table" for c in classes)]  # how a phone shows it (CSS)
-    shown = value is not None
-    return gr.Dataframe(
-        value, label=label, wrap=True, elem_id=elem_id, elem_classes=names, visible=shown, **kwargs
-    )
-
-
 def plot(label: str, elem_id: str | None = None, **kwargs) -> gr.Plot:
     """A figure, hidden until its view first ran."""
     return gr.Plot(label=label, visible=False, elem_id=elem_id, **kwargs)
@@ -135,11 +110,8 @@ def exports(
 
     paths = [str(f) for f in files if f]
     if plots:
-        plotly_js = out.plotly_js()
-        paths += [
-            out.html(html_document(list(plots), f"ctxir {stem}", plotly_js=plotly_js.name), stem),
-            str(plotly_js),
-        ]
+        js = out.plotly_js()
+        paths += [out.html(html_document(list(plots), f"ctxir {stem}", plotly_js=js.name), stem), str(js)]
     if rows:
         paths.append(out.csv(rows, stem))
     if data is not None:
@@ -166,24 +138,6 @@ def with_plotly_js(paths: list[str]) -> list[str]:
 PRIVATE = {"queue": False, "api_visibility": "private"}  # a page-only step, run at once
 
 
-def view_event(
-    triggers, fn, inputs, outputs, api_name=None, *, empty=(), hide=(), after=None, after_queue=True
-):
-    """``fn`` on ``triggers`` (public as ``api_name``), ``empty`` and ``hide`` cleared first."""
-    blank = [""] * len(empty) + [gr.update(visible=False)] * len(hide)
-    api = {"api_name": api_name} if api_name else {"api_visibility": "private"}
-    event = gr.on(
-        triggers if isinstance(triggers, list) else [triggers],
-        lambda: tuple(blank) if len(blank) > 1 else blank[0],
-        None,
-        [*empty, *hide],
-        **PRIVATE,
-    ).then(fn, inputs, outputs, **api)
-    if after:
-        event.success(*after, api_visibility="private", **({} if after_queue else {"queue": False}))
-    return event
-
-
 # a callback's progress bar: Gradio gives a parameter that defaults to a Progress a new one each call
 PROGRESS = gr.Progress()
 
@@ -193,35 +147,9 @@ def steps(progress: gr.Progress):
     return lambda fraction, what: progress(fraction, desc=what)
 
 
-def png_wanted() -> gr.Checkbox:
-    """The API's ``png_figures`` input, hidden: the page's downloads have the PNGs either way (drawn afterwards)."""
-    return gr.Checkbox(label="Also draw PNG figures (for download)", value=False, visible=False)
-
-
-def numbers():
-    """The answer's numbers, in a closed accordion."""
-    with gr.Accordion("Numbers (JSON)", open=False):
-        return gr.JSON(label="numbers", show_label=False)
-
-
-def summary(elem_id: str, name: str = "summary") -> gr.Markdown:
-    """The line above an answer; ``name``: the API's name for an output with no label on the page."""
-    return gr.Markdown(elem_id=elem_id, label=name, show_label=False)
-
-
-def returned(name: str) -> gr.File:
-    """A file the API returns under ``name``, hidden on the page (its downloads list it)."""
-    return gr.File(label=name, show_label=False, visible=False)
-
-
 def downloads(what: str):
     """The downloads of an answer (hidden until it arrives)."""
     return gr.File(label=f"Download: {what}", file_count="multiple", visible=False)
-
-
-def tab_intro(text: str) -> None:
-    """The one or two lines at the top of a tab that say what it is for."""
-    gr.Markdown(text, elem_classes=["ctxir-intro"])
 
 
 # the app's own elem_ids and classes only
@@ -277,24 +205,66 @@ class Ui:
 
     state: AppState
     out: Outputs
-    # the layout helpers above, as the tab builders call them
-    table = staticmethod(table)
     plot = staticmethod(plot)
-    numbers = staticmethod(numbers)
-    summary = staticmethod(summary)
-    returned = staticmethod(returned)
     downloads = staticmethod(downloads)
-    tab_intro = staticmethod(tab_intro)
-    png_wanted = staticmethod(png_wanted)
-    view_event = staticmethod(view_event)
 
-    @property
-    def config(self):
-        return self.state.config
+    @staticmethod
+    def table(
+        elem_id: str | None = None, label: str | None = None, *classes: str, value=None, **kwargs
+    ) -> gr.Dataframe:
+        """A wrapped table, hidden until its view ran unless ``value`` holds headers; ``classes``: "fit", "wide"."""
+        names = ["ctxir-table", *(f"ctxir-{c}-table" for c in classes)]  # how a phone shows it (CSS)
+        shown = value is not None
+        return gr.Dataframe(
+            value, label=label, wrap=True, elem_id=elem_id, elem_classes=names, visible=shown, **kwargs
+        )
 
-    @property
-    def models(self):
-        return self.state.models
+    @staticmethod
+    def numbers():
+        """The answer's numbers, in a closed accordion."""
+        with gr.Accordion("Numbers (JSON)", open=False):
+            return gr.JSON(label="numbers", show_label=False)
+
+    @staticmethod
+    def summary(elem_id: str, name: str = "summary") -> gr.Markdown:
+        """The line above an answer; ``name``: the API's name for an output with no label on the page."""
+        return gr.Markdown(elem_id=elem_id, label=name, show_label=False)
+
+    @staticmethod
+    def returned(name: str) -> gr.File:
+        """A file the API returns under ``name``, hidden on the page (its downloads list it)."""
+        return gr.File(label=name, show_label=False, visible=False)
+
+    @staticmethod
+    def tab_intro(text: str) -> None:
+        """The one or two lines at the top of a tab that say what it is for."""
+        gr.Markdown(text, elem_classes=["ctxir-intro"])
+
+    @staticmethod
+    def png_wanted() -> gr.Checkbox:
+        """The API's ``png_figures`` input, hidden: the page's downloads have the PNGs either way."""
+        return gr.Checkbox(label="Also draw PNG figures (for download)", value=False, visible=False)
+
+    @staticmethod
+    def view_event(
+        triggers, fn, inputs, outputs, api_name=None, *, empty=(), hide=(), after=None, after_queue=True
+    ):
+        """``fn`` on ``triggers`` (public as ``api_name``), ``empty`` and ``hide`` cleared first."""
+        blank = [""] * len(empty) + [gr.update(visible=False)] * len(hide)
+        api = {"api_name": api_name} if api_name else {"api_visibility": "private"}
+        event = gr.on(
+            triggers if isinstance(triggers, list) else [triggers],
+            lambda: tuple(blank) if len(blank) > 1 else blank[0],
+            None,
+            [*empty, *hide],
+            **PRIVATE,
+        ).then(fn, inputs, outputs, **api)
+        if after:
+            event.success(*after, api_visibility="private", **({} if after_queue else {"queue": False}))
+        return event
+
+    def __post_init__(self):
+        self.config, self.models = self.state.config, self.state.models
 
     def visitor(self) -> str:
         """Whose request this event is (Gradio's session hash; "" for a raw HTTP call), marked active."""

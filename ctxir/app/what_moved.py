@@ -47,76 +47,93 @@ def what_moved(
     query_prompt: str | None = None,
     document_prompt: str | None = None,
 ) -> ViewResult:
-    """The re-ranked documents whose rank changed most."""
-    cfg = state.config
-    if reranker not in reranker_choices() and not state.models.loadable(reranker):
-        state.models.reranker(reranker)
+    """The re-ranked documents whose rank changed most, each explained by the re-ranker (integrated gradients)."""
+    cfg, models = state.config, state.models
+    if reranker not in reranker_choices() and not models.loadable(reranker):
+        models.reranker(reranker)  # refused, saying what a re-ranker may be
     if reranker == "none":  # nothing to compare
-        offered = state.models.loaded
+        offered = " or ".join(map(repr, models.loaded))
         raise CtxirError(
             "'what moved' compares the first stage's ranking with a re-ranker's: choose re-ranker "
-            + (
-                " or ".join(map(repr, offered))
-                if offered
-                else "... — none is loaded in this app (the line at the top of the page says why)"
-            )
+            + (offered or "... — none is loaded in this app (the line at the top of the page says why)")
         )
     n = check_int(n, "documents to explain", 1, cfg.max_movers)
     k = check_int(k, "k", 1, cfg.max_k)
-    depth = check_int(
-        depth if depth is not None else cfg.rerank_depth, "re-rank depth", 1, cfg.max_rerank_depth
-    )
-    candidates = max(k, depth)
+    depth = check_int(cfg.rerank_depth if depth is None else depth, "re-rank depth", 1, cfg.max_rerank_depth)
+    depth = max(k, depth)
     # a row for every candidate the re-ranker re-scored, not only the k a search shows: one can move up from below
+    prompts = (query_prompt, document_prompt)
     ranked = search(
-        state,
-        query,
-        corpus,
-        first_stage,
-        reranker,
-        candidates,
-        candidates,
-        owner,
-        mode,
-        query_prompt,
-        document_prompt,
-        every_candidate=True,
+        state, query, corpus, first_stage, reranker, depth, depth, owner, mode, *prompts, every_candidate=True
     )
-    query = ranked.data["query"]
-    index = state.index(corpus, owner)
-    first_rank = f"{first_stage}_rank"
+    query, index, first_rank = ranked.data["query"], state.index(corpus, owner), f"{first_stage}_rank"
     # the rows whose rank changed, the biggest move first (ties: the better final rank first)
     movers = sorted(
         (r for r in ranked.rows if r["rank_change"]), key=lambda r: (-abs(r["rank_change"]), r["rank"])
     )
-    rows, details = explain_moves(state, reranker, query, index.corpus, movers[:n], first_rank)
-    fused = ranked.data["mode"] == "fused"
-    ties_only = fused and orders_ties_only(ranked.data["fusion"]["method"], ranked.data["fusion"]["weights"])
-    text = _summary(query, first_stage, reranker, candidates, len(movers), len(rows), fused, ties_only)
-    text = "\n\n".join(filter(None, [text, prompts_said(ranked.data["prompts"])]))
-    slope = figures.rank_moves(
-        [
+    # a name outside the registry is a cross-encoder loaded by its Hub id (AppModels.reranker loads no other kind)
+    ranker = models.reranker(reranker)
+    explain_one = explainer_for(RERANKERS.get(reranker, RERANKERS[CROSS_ENCODER.name]))
+    rows, details, steps = [], [], {"n_steps": cfg.explain_steps, "max_steps": cfg.explain_max_steps}
+    for row in movers[:n]:
+        doc = index.corpus[row["doc_id"]]
+        e = explain_one(ranker, query, doc_text(doc), attention=False, title=doc.get("title") or "", **steps)
+        words = explain_tab.words(e["tokens"], e["attributions"], e["sentence_b_start"] or 0)
+        words = [(w, round(v, 6)) for w, v in words]
+        ups = sorted((w for w in words if w[1] > 0), key=lambda w: -w[1])[:5]
+        downs = sorted((w for w in words if w[1] < 0), key=lambda w: w[1])[:5]
+        change = row["rank_change"]
+        drove, against = (ups, downs) if change > 0 else (downs, ups)
+        rows.append(
             {
-                "title": r["title"] or r["doc_id"],
-                "doc_id": r["doc_id"],
-                "first": r[first_rank],
-                "rerank": r["rank"],
+                "move": f"{'↑' if change > 0 else '↓'}{abs(change)}",
+                "doc_id": row["doc_id"],
+                "title": row["title"],
+                "first_rank": row[first_rank],
+                "rank": row["rank"],
+                "rerank_rank": row["rerank_rank"],
+                "drove_it": explain_tab.listing(drove),
+                "against_it": explain_tab.listing(against),
             }
-            for r in ranked.rows
-        ],
-        highlight={r["doc_id"] for r in rows},
-        first_stage=first_stage,
-        reranker=f"{reranker} (fused)" if fused else reranker,
-    )
+        )
+        details.append(
+            {
+                "doc_id": row["doc_id"],
+                "rank_change": change,
+                "first_stage_rank": row[first_rank],
+                "rank": row["rank"],
+                "rerank_rank": row["rerank_rank"],
+                "rerank_score": row["rerank_score"],
+                "pushed_up_by": [{"word": w, "attribution": v} for w, v in ups],
+                "pulled_down_by": [{"word": w, "attribution": v} for w, v in downs],
+                "explanation": explain_tab.compact(e),
+            }
+        )
+    fused = ranked.data["mode"] == "fused"
+    fusion = ranked.data["fusion"]
+    ties_only = fused and orders_ties_only(fusion["method"], fusion["weights"])
+    text = _summary(query, first_stage, reranker, depth, len(movers), len(rows), fused, ties_only)
+    text = "\n\n".join(filter(None, [text, prompts_said(ranked.data["prompts"])]))
+    lines = [
+        {
+            "title": r["title"] or r["doc_id"],
+            "doc_id": r["doc_id"],
+            "first": r[first_rank],
+            "rerank": r["rank"],
+        }
+        for r in ranked.rows
+    ]
+    shown = f"{reranker} (fused)" if fused else reranker
+    slope = figures.rank_moves(lines, {r["doc_id"] for r in rows}, first_stage=first_stage, reranker=shown)
     data = {
         "query": query,
         "corpus": index.name,
         "first_stage": first_stage,
         "reranker": reranker,
         "mode": ranked.data["mode"],
-        "fusion": ranked.data["fusion"],
+        "fusion": fusion,
         "prompts": ranked.data["prompts"],
-        "candidates": candidates,
+        "candidates": depth,
         "moved": len(movers),
         "movers": details,
     }
@@ -131,7 +148,7 @@ def _summary(
     moved: int,
     explained: int,
     fused: bool,
-    ties_only: bool = False,
+    ties_only: bool,
 ) -> str:
     """The Markdown above the plot: what was re-ranked, how many candidates moved, and how to read the table.
     ``ties_only``: the fused mode keeps the first stage's order and the re-ranker orders only its ties, so few move.
@@ -165,82 +182,14 @@ def _summary(
     return text + "Nothing moved: the re-ranker kept the first stage's order."
 
 
-def explain_moves(
-    state: AppState, reranker: str, query: str, corpus, movers: list[dict], first_rank: str
-) -> tuple[list[dict], list[dict]]:
-    """Each mover explained by the re-ranker (integrated gradients): (the table's rows, the JSON's details)."""
-    cfg = state.config
-    # a name outside the registry is a cross-encoder loaded by its Hub id (AppModels.reranker loads no other kind)
-    kind = RERANKERS.get(reranker, RERANKERS[CROSS_ENCODER.name])
-    ranker, explain_one = state.models.reranker(reranker), explainer_for(kind)
-    rows, details = [], []
-    for row in movers:
-        doc = corpus[row["doc_id"]]
-        e = explain_one(
-            ranker,
-            query,
-            doc_text(doc),
-            n_steps=cfg.explain_steps,
-            max_steps=cfg.explain_max_steps,
-            attention=False,
-            title=doc.get("title") or "",
-        )
-        doc_words = [
-            (w, round(v, 6))
-            for w, v in explain_tab.words(e["tokens"], e["attributions"], e["sentence_b_start"] or 0)
-        ]
-        ups = sorted((w for w in doc_words if w[1] > 0), key=lambda w: -w[1])[:5]
-        downs = sorted((w for w in doc_words if w[1] < 0), key=lambda w: w[1])[:5]
-        change = row["rank_change"]
-        rows.append(
-            {
-                "move": f"{'↑' if change > 0 else '↓'}{abs(change)}",
-                "doc_id": row["doc_id"],
-                "title": row["title"],
-                "first_rank": row[first_rank],
-                "rank": row["rank"],
-                "rerank_rank": row["rerank_rank"],
-                "drove_it": explain_tab.listing(ups if change > 0 else downs),
-                "against_it": explain_tab.listing(downs if change > 0 else ups),
-            }
-        )
-        details.append(
-            {
-                "doc_id": row["doc_id"],
-                "rank_change": change,
-                "first_stage_rank": row[first_rank],
-                "rank": row["rank"],
-                "rerank_rank": row["rerank_rank"],
-                "rerank_score": row["rerank_score"],
-                "pushed_up_by": [{"word": w, "attribution": v} for w, v in ups],
-                "pulled_down_by": [{"word": w, "attribution": v} for w, v in downs],
-                "explanation": explain_tab.compact(e),
-            }
-        )
-    return rows, details
-
-
 def panel(ui: Ui, form: SearchForm) -> None:
     """The What moved accordion below the results, and /what_moved."""
     state, out, cfg = ui.state, ui.out, ui.config
 
     @guard
     def do_what_moved(query, corpus, first_stage, reranker, k, depth, n, mode, query_prompt, document_prompt):
-        owner = ui.visitor()
-        r = what_moved(
-            state,
-            query,
-            corpus,
-            first_stage,
-            reranker,
-            k,
-            depth,
-            n,
-            owner,
-            mode,
-            query_prompt,
-            document_prompt,
-        )
+        searched = (query, corpus, first_stage, reranker, k, depth, n)
+        r = what_moved(state, *searched, ui.visitor(), mode, query_prompt, document_prompt)
         files = exports(out, "what-moved", data=r.data, rows=r.rows, plots=[r.plots["moves"]])
         return r.text, r.plots["moves"], frame(r.rows), files, r.data
 
@@ -254,27 +203,14 @@ def panel(ui: Ui, form: SearchForm) -> None:
         "What moved: the documents a re-ranker moved most, and the words that drove it", open=False
     ):
         with gr.Row():
-            n = gr.Slider(
-                1,
-                cfg.max_movers,
-                value=min(3, cfg.max_movers),
-                step=1,
-                label="documents to explain (one integrated-gradients run each)",
-                scale=3,
-            )
+            label = "documents to explain (one integrated-gradients run each)"
+            n = gr.Slider(1, cfg.max_movers, value=min(3, cfg.max_movers), step=1, label=label, scale=3)
             button = gr.Button("What moved?", elem_id="what-moved-button", scale=1)
         summary = ui.summary("what-moved-summary")
         moves = ui.plot("Rank before and after re-ranking (hover a line)")
         movers = ui.table("what-moved-table", "movers", "fit", show_label=False)
         files = ui.downloads("CSV, JSON, interactive HTML")
         json = ui.numbers()
-    ui.view_event(
-        button.click,
-        do_what_moved,
-        [*form.inputs, n, form.mode, *form.prompts],
-        [summary, moves, movers, files, json],
-        "what_moved",
-        empty=[summary],
-        after=(after_moved, None, [moves, movers, files]),
-        after_queue=False,
-    )
+    inputs, outputs = [*form.inputs, n, form.mode, *form.prompts], [summary, moves, movers, files, json]
+    shown = dict(empty=[summary], after=(after_moved, None, [moves, movers, files]), after_queue=False)
+    ui.view_event(button.click, do_what_moved, inputs, outputs, "what_moved", **shown)
