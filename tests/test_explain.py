@@ -343,7 +343,7 @@ def test_explain_without_a_cross_encoder_uses_the_cls_lr(tiny_st, tiny_cls_lr):
         ({"query": "  "}, "query is empty"),
         ({"document": ""}, "document is empty"),
         ({"query": None}, "query must be a string"),
-        ({"baseline": "zeros"}, "baseline 'zeros' is not known: use one of pad, mask"),
+        ({"baseline": "zeros"}, "baseline 'zeros' is not known: use one of 'pad', 'mask'"),
         ({"n_steps": 0}, "n_steps must be a positive integer, got 0"),
         ({"n_steps": 64, "max_steps": 8}, r"max_steps must be an integer ≥ n_steps \(64\), got 8"),
     ],
@@ -361,7 +361,7 @@ def test_explain_refuses_bad_input(tiny_st, tiny_cross_encoder, kwargs, match):
 
 
 def test_wrong_model_types_are_named(tiny_st, tiny_cross_encoder):
-    with pytest.raises(CtxirError, match="method 'fast' is not known: use one of auto, exact"):
+    with pytest.raises(CtxirError, match="method 'fast' is not known: use one of 'auto', 'exact'"):
         explain_bi_encoder(tiny_st, QUERY, DOC, method="fast")
     with pytest.raises(CtxirError, match="bi_encoder must be a SentenceTransformer"):
         explain_bi_encoder(tiny_cross_encoder, QUERY, DOC)

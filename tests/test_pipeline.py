@@ -88,7 +88,7 @@ def test_a_fusion_json_may_give_each_first_stage_its_own_method(tmp_path):
     assert fusion.for_first_stage("bm25").method == "weighted"
     assert fusion.record()["first_stages"]["hybrid"] == {"weights": [1.5, 1.0], "method": "rrf"}
     with pytest.raises(
-        CtxirError, match=r"stage fusion method 'calibrated' is not known: use one of rrf, weighted"
+        CtxirError, match=r"stage fusion method 'calibrated' is not known: use one of 'rrf', 'weighted'"
     ):
         StageFusion("rrf", (1.0, 1.0), by_first_stage=(("dense", (1.0, 1.0), "calibrated"),))
 

@@ -338,10 +338,7 @@ class ReportArgs:
     output: str = flag("", "report .html, its JSON beside it (default: the results path with -report.html)")
     data: str = flag("", "BEIR folder (default: the one the results were made on)")
     split: str = flag("", "qrels split (default: the results' own)")
-    system: str = flag("", "which run of the results (default: the stage evaluated last)")
-    metric: str = "nDCG@10"
     worst: int = flag(10, "how many of the worst queries to show")
-    top: int = flag(10, "results shown per query")
     explain: Literal["auto", "none"] = flag(
         "auto", "auto = load the models the results name and explain one pair per query; none = no model"
     )
@@ -363,9 +360,7 @@ def run(args: ReportArgs) -> dict:
     if not data:
         raise CtxirError("the results JSON names no data folder: pass --data BEIR_FOLDER")
     corpus, queries, qrels = load_beir(data, split)
-    cases, meta = report_from_results(
-        results, corpus, queries, qrels, args.system, args.metric, args.worst, args.top
-    )
+    cases, meta = report_from_results(results, corpus, queries, qrels, worst=args.worst)
     meta.update(data=data, split=split)
     explainers = (
         explainers_from_config(config, corpus, meta["system"], args.device) if args.explain == "auto" else {}

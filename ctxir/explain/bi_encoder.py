@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ctxir.checks import check_choice
 from ctxir.encoders.bi_encoder import BiEncoder, LayerPooling, model_prompts
 from ctxir.encoders.models import load_bi_encoder
 from ctxir.explain.integrated_gradients import (
@@ -85,8 +86,7 @@ def explain_bi_encoder(
     True
     """
     query, document = check_pair_text(query, "query"), check_pair_text(document, "document")
-    if method not in BI_ENCODER_METHODS:
-        raise CtxirError(f"method {method!r} is not known: use one of {', '.join(BI_ENCODER_METHODS)}")
+    check_choice(method, "method", BI_ENCODER_METHODS)
     st = _sentence_transformer(model)
     # a pooling that leaves prompt tokens out is explained by Integrated Gradients
     prompts = model_prompts(st)

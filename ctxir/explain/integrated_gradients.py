@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import torch
 
+from ctxir.checks import check_choice
 from ctxir.encoders.models import model_lock
 from ctxir.types import CtxirError
 
@@ -102,7 +103,7 @@ def adaptive_steps(attribute: Callable, gap: float, n_steps: int, max_steps: int
 
 
 def baseline_ids(tokenizer, input_ids: torch.Tensor, baseline: str) -> torch.Tensor:
-    check_baseline(baseline)
+    check_choice(baseline, "baseline", BASELINES)
     token_id = tokenizer.pad_token_id if baseline == "pad" else tokenizer.mask_token_id
     if token_id is None:
         raise CtxirError(
@@ -126,11 +127,6 @@ def check_pair_text(text, name: str) -> str:
     if not text.strip():
         raise CtxirError(f"{name} is empty: type a few words to explain")
     return text
-
-
-def check_baseline(baseline: str) -> None:
-    if baseline not in BASELINES:
-        raise CtxirError(f"baseline {baseline!r} is not known: use one of {', '.join(BASELINES)}")
 
 
 def check_steps(n_steps: int, max_steps: int) -> None:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ctxir.checks import check_choice
 from ctxir.encoders.models import DEFAULT_BI_ENCODER
 from ctxir.explain.bi_encoder import explain_bi_encoder
 from ctxir.explain.integrated_gradients import (
+    BASELINES,
     DEFAULT_IG_STEPS,
     MAX_IG_STEPS,
-    check_baseline,
     check_pair_text,
     check_steps,
 )
@@ -41,7 +42,7 @@ def explain(
             f"such as {DEFAULT_BI_ENCODER!r}"
         )
     check_steps(n_steps, max_steps)
-    check_baseline(baseline)
+    check_choice(baseline, "baseline", BASELINES)
     named = [(CROSS_ENCODER.name, cross_encoder), (CLS_LR.name, cls_lr), *(rerankers or {}).items()]
     given = {kind: model for kind, model in named if model is not None}
     kinds = [get_reranker(kind) for kind in given]  # an unknown kind fails before any model runs

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ctxir.checks import check_choice
 from ctxir.files import read_json, verify_checksums
 from ctxir.retrieval.fusion import DEFAULT_RRF_K, FUSIONS, fuse, scored_only
 from ctxir.types import CtxirError, Hit
@@ -51,12 +52,8 @@ class StageFusion:
     by_first_stage: tuple[tuple, ...] = ()  # ((first stage, weights[, method]), …)
 
     def __post_init__(self):
-        methods = (self.method, *(entry[2] for entry in self.by_first_stage if len(entry) > 2))
-        for method in methods:
-            if method not in FUSIONS:
-                raise CtxirError(
-                    f"stage fusion method {method!r} is not known: use one of {', '.join(FUSIONS)}"
-                )
+        for method in (self.method, *(entry[2] for entry in self.by_first_stage if len(entry) > 2)):
+            check_choice(method, "stage fusion method", FUSIONS)
         for weights in (self.weights, *(entry[1] for entry in self.by_first_stage)):
             if len(weights) != 2 or min(weights) < 0 or weights[1] <= 0:
                 raise CtxirError(f"stage fusion weights {weights!r} must be (first stage ≥ 0, re-ranker > 0)")
