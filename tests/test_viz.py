@@ -10,28 +10,31 @@ import pytest
 from matplotlib.figure import Figure
 
 from ctxir.types import CtxirError, Internals
-from ctxir.viz import (
-    MatrixStyle,
+from ctxir.viz.attention import (
     attention_weights_figure,
     bertviz_document,
     check_attention_size,
+    d3_v5_source,
+    head_summary,
+    head_summary_figure,
+    iframe,
+    jquery_source,
+    offline_document,
+    script_files,
+    with_script_urls,
+)
+from ctxir.viz.embeddings import (
+    MatrixStyle,
     consecutive_layer_similarity,
     cosine_matrix,
     curves_figure,
-    head_summary,
-    head_summary_figure,
     heatmap_figure,
-    iframe,
     layer_cosines,
-    offline_document,
     project,
     projection_figure,
     save_png,
     scores_figure,
-    script_files,
-    with_script_urls,
 )
-from ctxir.viz.attention import d3_v5_source, jquery_source
 
 TOKENS = ["[CLS]", "the", "river", "bank", "[SEP]", "money", "bank", "[SEP]"]
 

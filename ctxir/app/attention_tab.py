@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import gradio as gr
@@ -12,9 +11,10 @@ from ctxir.app import figures, links
 from ctxir.app.models import BI_ENCODER
 from ctxir.app.state import AppState, ViewResult
 from ctxir.app.ui import PROGRESS, Ui, exports, frame, guard, show, steps
-from ctxir.checks import check_choice, check_int, check_text
+from ctxir.checks import check_int, check_text
 from ctxir.data.demo import demo_presets
 from ctxir.types import CtxirError
+from ctxir.viz import attention as viz
 
 
 def parse_indices(value: Any, what: str) -> list[int]:
@@ -44,26 +44,21 @@ def attention(
     model: str = BI_ENCODER,
 ) -> ViewResult:
     """bertviz head/model view (offline HTML), a heatmap of one layer/head, and a per-head summary."""
-    from ctxir.viz import bertviz_document, check_attention_size, head_summary
-
     cfg = state.config
     text = check_text(text, "text", cfg.max_text_chars)
     text_pair = check_text(text_pair, "second text", cfg.max_text_chars, required=False) or None
-    check_choice(view, "view", ("head", "model"))
     internals = state.models.inspect_input(model, text, text_pair, max_tokens=cfg.max_attention_tokens)
     n_layers, n_heads = internals.attentions.shape[:2]
-    layers_, heads_ = check_attention_size(
-        internals, parse_indices(layers, "layers"), parse_indices(heads, "heads"), cfg.max_attention_tokens
-    )
+    layers_ = parse_indices(layers, "layers") or list(range(n_layers))
+    heads_ = parse_indices(heads, "heads") or list(range(n_heads))
     heatmap_layer = check_int(heatmap_layer, "heatmap layer", 0, n_layers - 1)
     heatmap_head = check_int(heatmap_head, "heatmap head", 0, n_heads - 1)
-    started = time.perf_counter()
-    document = bertviz_document(
+    document = viz.bertviz_document(
         internals, view, layers_, heads_, decimals=cfg.decimals, max_tokens=cfg.max_attention_tokens
     )
-    build_ms = (time.perf_counter() - started) * 1000
-    summary = head_summary(internals, cfg.decimals)
+    summary = viz.head_summary(internals, cfg.decimals)
     d = cfg.decimals
+    weights = internals.attentions[heatmap_layer, heatmap_head].astype(np.float64)  # (tokens, tokens)
     data = {
         "tokens": internals.tokens,
         "token_ids": internals.token_ids,
@@ -73,43 +68,29 @@ def attention(
         "layers": layers_,
         "heads": heads_,
         "html_bytes": len(document.encode()),
-        "build_ms": round(build_ms, 1),
-        "heatmap": {
-            "layer": heatmap_layer,
-            "head": heatmap_head,
-            "weights": np.round(
-                internals.attentions[heatmap_layer, heatmap_head].astype(np.float64), d
-            ).tolist(),
-        },
+        "heatmap": {"layer": heatmap_layer, "head": heatmap_head, "weights": np.round(weights, d).tolist()},
         "head_summary": summary,
     }
-    text_out = (
+    text = (
         f"{len(internals.tokens)} tokens · {view} view of layers {layers_} and {len(heads_)} head(s) · "
-        f"{len(document.encode()) / 2**20:.2f} MiB of HTML (weights rounded to {d} decimals), built in "
-        f"{build_ms:.0f} ms; drawn in the frame below with no internet access."
+        f"{len(document.encode()) / 2**20:.2f} MiB of HTML (weights rounded to {d} decimals), drawn in the "
+        "frame below with no internet access."
     )
-    return ViewResult(rows=summary, data=data, text=text_out, html=document)
+    return ViewResult(rows=summary, data=data, text=text, html=document)
 
 
-# ctxir.viz.head_summary's rows
-HEAD_SUMMARY_COLUMNS = [
-    *("layer", "head", "entropy", "to_cls", "to_sep", "to_self", "to_previous", "to_next"),
-    *("max_weight", "max_from", "max_to"),
-]
+# head_summary's rows
+HEAD_SUMMARY_COLUMNS = ["layer", "head", *viz.HEAD_STATS, "max_weight", "max_from", "max_to"]
 
 
 def attention_pngs(out, data: dict) -> list[str]:
     """The heatmap and per-head summary PNGs, drawn from the answer's JSON (``data``)."""
-    from ctxir.viz import attention_weights_figure, head_summary_figure
-
     heat = data["heatmap"]
-    weights = attention_weights_figure(
+    weights = viz.attention_weights_figure(
         heat["weights"], data["tokens"], heat["layer"], heat["head"], data["sentence_b_start"]
     )
-    return [
-        out.png(weights, "attention-heatmap"),
-        out.png(head_summary_figure(data["head_summary"]), "head-summary"),
-    ]
+    heads = viz.head_summary_figure(data["head_summary"])
+    return [out.png(weights, "attention-heatmap"), out.png(heads, "head-summary")]
 
 
 def build(ui: Ui) -> None:
@@ -136,15 +117,13 @@ def build(ui: Ui) -> None:
         state.models.inspectable(model, progress=steps(progress))
         progress(0.1, desc="forward pass and bertviz view")
         r = attention(state, text, text_pair, view, layers, heads, heatmap_layer, heatmap_head, model)
-        from ctxir.viz import iframe, script_files, with_script_urls
-
         # PNGs only on request (each costs more than the view; gradio_client downloads every file)
         pngs = attention_pngs(out, r.data) if png_figures else [None, None]
         # the page's view links jQuery and d3 from this app (cached); the download stays the standalone page
-        sources = script_files()
-        shown = with_script_urls(r.html, lambda name: out.url(out.shared(name, lambda: sources[name])))
+        sources = viz.script_files()
+        shown = viz.with_script_urls(r.html, lambda name: out.url(out.shared(name, lambda: sources[name])))
         page = out.html(r.html, f"attention-{view}-view")
-        return r.text, iframe(shown, height=700), page, *pngs, frame(r.rows), r.data
+        return r.text, viz.iframe(shown, height=700), page, *pngs, frame(r.rows), r.data
 
     def after_attention(data, html_file, *pngs):
         heat, tokens = data["heatmap"], data["tokens"]
@@ -160,10 +139,8 @@ def build(ui: Ui) -> None:
         heads = figures.head_grids(data["head_summary"])
         # the answer's PNGs, else drawn here from its JSON: the page still offers them, outside the API call's time
         pngs = pngs if all(pngs) else attention_pngs(out, data)
-        files = [html_file, *pngs]
-        paths = exports(
-            out, "attention", data=data, rows=data["head_summary"], plots=[weights, heads], files=files
-        )
+        plots, files = [weights, heads], [html_file, *pngs]
+        paths = exports(out, "attention", data=data, rows=data["head_summary"], plots=plots, files=files)
         return show(weights), show(heads), show(paths)
 
     ui.tab_intro(
@@ -207,14 +184,12 @@ def build(ui: Ui) -> None:
         att_table = ui.table(value=frame([], HEAD_SUMMARY_COLUMNS), label="head_summary", show_label=False)
     att_json = ui.numbers()
 
+    inputs = [att_model, att_text, att_pair, att_view, att_layers, att_heads, heat_layer, heat_head, att_png]
+    outputs = [att_summary, att_html, *att_returned, att_table, att_json]
+    after = (after_attention, [att_json, *att_returned], [att_heat, att_heads_plot, att_files])
+    events = [att_button.click, link.run.change]  # a link runs it as the button does
     shown = ui.view_event(
-        [att_button.click, link.run.change],  # a link runs it as the button does
-        do_attention,
-        [att_model, att_text, att_pair, att_view, att_layers, att_heads, heat_layer, heat_head, att_png],
-        [att_summary, att_html, *att_returned, att_table, att_json],
-        "attention",
-        empty=[att_summary],
-        after=(after_attention, [att_json, *att_returned], [att_heat, att_heads_plot, att_files]),
+        events, do_attention, inputs, outputs, "attention", empty=[att_summary], after=after
     )
     ui.offer_loaded_models(shown, att_model)
     link.shows(shown)

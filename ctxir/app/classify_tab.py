@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
@@ -20,7 +19,7 @@ from ctxir.data.labelled import Label, load_labelled, load_labels
 from ctxir.encoders.bi_encoder import BiEncoder
 from ctxir.files import write_atomic
 from ctxir.types import CtxirError
-from ctxir.viz.embeddings import PROJECTIONS
+from ctxir.viz.embeddings import PROJECTIONS, project
 
 METHODS = ("zero-shot", "knn", "centroid", "logreg")
 MAX_TEXTS = 50  # texts classified per request
@@ -62,96 +61,6 @@ def parse_labels(text) -> list[Label]:
     return labels
 
 
-def read_examples(state: AppState, path) -> list[tuple[str, str]]:
-    """A visitor's labelled examples (.csv/.tsv text,label or .jsonl), within the app's size and row limits."""
-    path = uploaded(path, state.config.max_upload_mb, "accepts files", "upload a smaller sample")
-    rows = load_labelled(path)
-    if len(rows) > MAX_EXAMPLES:
-        raise CtxirError(
-            f"{path.name} has {len(rows):,} labelled rows; this app encodes at most {MAX_EXAMPLES:,} on "
-            "its CPU: upload a sample (ctxir classify takes any size)"
-        )
-    for i, (text, _) in enumerate(rows, 1):
-        check_text(text, f"{path.name} row {i}", state.config.max_text_chars)
-    return rows
-
-
-@dataclass
-class _Inputs:
-    """``classify_view``'s inputs once checked: the texts to classify, the method and its settings."""
-
-    texts: list[str]
-    method: str
-    k: int
-    template: str
-    projection: str
-    examples: list[tuple[str, str]]
-    labels: list[Label]
-
-
-def _checked_inputs(state: AppState, texts, labels, examples, method, k, template, projection) -> _Inputs:
-    """The inputs once every one is valid for ``method``."""
-    items = split_lines(texts, "texts", MAX_TEXTS, state.config.max_text_chars)
-    method = check_choice(method, "method", METHODS)
-    k = check_int(k, "k", 1, 50)
-    projection = check_choice(projection, "projection", PROJECTIONS)
-    rows = read_examples(state, examples) if examples else []
-    named = parse_labels(labels) if str(labels or "").strip() else []
-    if method == "zero-shot" and not named:
-        raise CtxirError("zero-shot needs label names: type at least 2 in Labels (one per line)")
-    if method != "zero-shot" and not rows:
-        raise CtxirError(
-            f"{method} needs labelled examples: upload a .csv (text,label) or .jsonl file, load the "
-            "sample, or choose zero-shot"
-        )
-    if rows and len({y for _, y in rows}) < 2:
-        raise CtxirError("the labelled examples hold only one label: give examples of at least 2")
-    template = check_text(template, "template", 200)
-    return _Inputs(items, method, k, template, projection, rows, named)
-
-
-def _fitted_classifier(encoder: BiEncoder, inputs: _Inputs, example_x: np.ndarray):
-    """The classifier of ``inputs.method``, fitted on the encoded examples."""
-    rows = inputs.examples
-    if inputs.method == "zero-shot":
-        classifier = ZeroShotClassifier(encoder, inputs.labels, inputs.template)
-        known = set(classifier.classes)
-        if rows:
-            unknown = sorted({y for _, y in rows} - known)
-            if unknown:
-                raise CtxirError(
-                    f"example label {unknown[0]!r} is not among the labels {sorted(known)!r}: add it "
-                    "to Labels or fix the file"
-                )
-            classifier.fit_embeddings(example_x, [y for _, y in rows])
-    else:
-        name = f"knn-{inputs.k}" if inputs.method == "knn" else inputs.method
-        classifier = make_classifier(name, encoder, "uniform")
-        classifier.fit_embeddings(example_x, [y for _, y in rows])
-    classifier.texts = [t for t, _ in rows]
-    return classifier
-
-
-def _map_points(
-    classifier, inputs: _Inputs, predictions, example_x: np.ndarray, text_x: np.ndarray
-) -> list[dict]:
-    """The 2-D map's points: examples, texts and (zero-shot) label embeddings projected together."""
-    from ctxir.viz import project
-
-    rows, zero_shot = inputs.examples, inputs.method == "zero-shot"
-    label_x = classifier.label_vectors if zero_shot else np.zeros((0, text_x.shape[1]), np.float32)
-    xy = project(np.concatenate([example_x, text_x, label_x]), inputs.projection)
-    kinds = ["example"] * len(rows) + ["text"] * len(inputs.texts) + ["label"] * len(label_x)
-    classes_of = (
-        [y for _, y in rows] + [p.label for p in predictions] + list(classifier.classes[: len(label_x)])
-    )
-    shown = [t for t, _ in rows] + inputs.texts + (classifier.prompts if zero_shot else [])
-    return [
-        {"x": round(float(x), 4), "y": round(float(y), 4), "kind": kind, "label": label, "text": text}
-        for (x, y), kind, label, text in zip(xy, kinds, classes_of, shown, strict=True)
-    ]
-
-
 def classify_view(
     state: AppState,
     texts,
@@ -163,24 +72,95 @@ def classify_view(
     projection: str = "pca",
 ) -> ViewResult:
     """Classify ``texts`` (one per line) zero-shot from ``labels`` or few-shot from the ``examples`` file."""
-    inputs = _checked_inputs(state, texts, labels, examples, method, k, template, projection)
+    texts = split_lines(texts, "texts", MAX_TEXTS, state.config.max_text_chars)
+    method = check_choice(method, "method", METHODS)
+    k = check_int(k, "k", 1, 50)
+    projection = check_choice(projection, "projection", PROJECTIONS)
+    rows = []
+    if examples:  # a visitor's labelled examples (.csv/.tsv text,label or .jsonl), within the app's limits
+        path = uploaded(examples, state.config.max_upload_mb, "accepts files", "upload a smaller sample")
+        rows = load_labelled(path)
+        if len(rows) > MAX_EXAMPLES:
+            raise CtxirError(
+                f"{path.name} has {len(rows):,} labelled rows; this app encodes at most {MAX_EXAMPLES:,} on "
+                "its CPU: upload a sample (ctxir classify takes any size)"
+            )
+        for i, (text, _) in enumerate(rows, 1):
+            check_text(text, f"{path.name} row {i}", state.config.max_text_chars)
+    named = parse_labels(labels) if str(labels or "").strip() else []
+    zero_shot = method == "zero-shot"
+    if zero_shot and not named:
+        raise CtxirError("zero-shot needs label names: type at least 2 in Labels (one per line)")
+    if not zero_shot and not rows:
+        raise CtxirError(
+            f"{method} needs labelled examples: upload a .csv (text,label) or .jsonl file, load the "
+            "sample, or choose zero-shot"
+        )
+    if rows and len({y for _, y in rows}) < 2:
+        raise CtxirError("the labelled examples hold only one label: give examples of at least 2")
+    template = check_text(template, "template", 200)
     # in memory only: a visitor's texts never reach the persistent cache
     encoder = BiEncoder(state.models.bi_encoder, cache=None)
-    text_x = encoder.encode(inputs.texts)  # (texts, D)
-    example_x = (  # (examples, D)
-        encoder.encode([t for t, _ in inputs.examples])
-        if inputs.examples
-        else np.zeros((0, text_x.shape[1]), np.float32)
-    )
-    classifier = _fitted_classifier(encoder, inputs, example_x)
-    predictions = classifier.predict_embeddings(text_x, NEIGHBOURS if inputs.examples else 0)
-    points = _map_points(classifier, inputs, predictions, example_x, text_x)
+    text_x = encoder.encode(texts)  # (texts, D)
+    empty = np.zeros((0, text_x.shape[1]), np.float32)
+    example_x = encoder.encode([t for t, _ in rows]) if rows else empty  # (examples, D)
+    if zero_shot:
+        classifier = ZeroShotClassifier(encoder, named, template)
+        unknown = sorted({y for _, y in rows} - set(classifier.classes))
+        if unknown:
+            raise CtxirError(
+                f"example label {unknown[0]!r} is not among the labels {sorted(classifier.classes)!r}: add it "
+                "to Labels or fix the file"
+            )
+    else:
+        classifier = make_classifier(f"knn-{k}" if method == "knn" else method, encoder, "uniform")
+    if rows:
+        classifier.fit_embeddings(example_x, [y for _, y in rows])
+    classifier.texts = [t for t, _ in rows]
+    classes = classifier.classes
+    predictions = classifier.predict_embeddings(text_x, NEIGHBOURS if rows else 0)
+    # the 2-D map: examples, texts and (zero-shot) label embeddings projected together
+    label_x = classifier.label_vectors if zero_shot else empty
+    xy = project(np.concatenate([example_x, text_x, label_x]), projection)
+    kinds = ["example"] * len(rows) + ["text"] * len(texts) + ["label"] * len(label_x)
+    classes_of = [y for _, y in rows] + [p.label for p in predictions] + list(classes[: len(label_x)])
+    shown = [t for t, _ in rows] + texts + (classifier.prompts if zero_shot else [])
     d = state.config.decimals
+    data = {
+        "method": method,
+        "k": k if method == "knn" else None,
+        "score": _SCORE_NAMES[method],
+        "template": template if zero_shot else None,
+        "projection": projection,
+        "classes": list(classes),
+        "examples": len(rows),
+        "predictions": [
+            {
+                "text": t,
+                "label": p.label,
+                "scores": {c: round(s, d) for c, s in p.scores.items()},
+                "neighbours": [
+                    {"text": n.text, "label": n.label, "cosine": round(n.similarity, d)} for n in p.neighbours
+                ],
+            }
+            for t, p in zip(texts, predictions, strict=True)
+        ],
+        "points": [
+            {"x": round(float(x), 4), "y": round(float(y), 4), "kind": kind, "label": label, "text": text}
+            for (x, y), kind, label, text in zip(xy, kinds, classes_of, shown, strict=True)
+        ],
+    }
+    how = (
+        f"zero-shot, template {md_literal(template)}"
+        if zero_shot
+        else f"{method}{f' (k={k})' if method == 'knn' else ''} on {plural(len(rows), 'labelled example')}"
+    )
+    counts = {c: sum(p.label == c for p in predictions) for c in classes}
     return ViewResult(
         rows=[
             {"#": i, "text": snippet(t, 100), "prediction": p.label, "score": round(p.scores[p.label], d)}
             | {c: round(v, d) for c, v in p.scores.items()}
-            for i, (t, p) in enumerate(zip(inputs.texts, predictions, strict=True), 1)
+            for i, (t, p) in enumerate(zip(texts, predictions, strict=True), 1)
         ],
         extra_rows=[
             {
@@ -193,63 +173,20 @@ def classify_view(
             for i, p in enumerate(predictions, 1)
             for r, n in enumerate(p.neighbours, 1)
         ],
-        data=_record(inputs, classifier.classes, predictions, points, d),
-        text=_summary(inputs, classifier.classes, predictions),
+        data=data,
+        text=f"{plural(len(texts), 'text')} classified by {how}; scores are {_SCORE_NAMES[method]}s. "
+        + ", ".join(f"{md_literal(c)} {n}" for c, n in sorted(counts.items()) if n),
     )
 
 
-def _record(inputs: _Inputs, classes, predictions, points: list[dict], d: int) -> dict:
-    """The JSON answer: the settings that apply to ``inputs.method``."""
-    method = inputs.method
-    return {
-        "method": method,
-        "k": inputs.k if method == "knn" else None,
-        "score": _SCORE_NAMES[method],
-        "template": inputs.template if method == "zero-shot" else None,
-        "projection": inputs.projection,
-        "classes": list(classes),
-        "examples": len(inputs.examples),
-        "predictions": [
-            {
-                "text": t,
-                "label": p.label,
-                "scores": {c: round(s, d) for c, s in p.scores.items()},
-                "neighbours": [
-                    {"text": n.text, "label": n.label, "cosine": round(n.similarity, d)} for n in p.neighbours
-                ],
-            }
-            for t, p in zip(inputs.texts, predictions, strict=True)
-        ],
-        "points": points,
-    }
-
-
-def _summary(inputs: _Inputs, classes, predictions) -> str:
-    """The Markdown above the table: how many texts, by which method, what the scores are."""
-    method, k = inputs.method, inputs.k
-    how = (
-        f"zero-shot, template {md_literal(inputs.template)}"
-        if method == "zero-shot"
-        else f"{method}{f' (k={k})' if method == 'knn' else ''} on "
-        f"{plural(len(inputs.examples), 'labelled example')}"
-    )
-    counts = {c: sum(p.label == c for p in predictions) for c in classes}
-    return (
-        f"{plural(len(inputs.texts), 'text')} classified by {how}; scores are {_SCORE_NAMES[method]}s. "
-        + ", ".join(f"{md_literal(c)} {n}" for c, n in sorted(counts.items()) if n)
-    )
-
-
-def sample_inputs(
-    out_root: Path, per_class: int = 8, texts_per_class: int = 3, seed: int = 0
-) -> tuple[str, str, str]:
-    """(texts, labels, examples file) for the sample."""
+def sample_inputs(out_root: Path) -> tuple[str, str, str]:
+    """(texts, labels, examples file) for the sample: 3 AG News test texts and 8 training examples per class."""
     if (AGNEWS / "test.csv").is_file() and (AGNEWS / "train_subset.csv").is_file():
         test, train = load_labelled(AGNEWS / "test.csv"), load_labelled(AGNEWS / "train_subset.csv")
-        picked = sample_per_class([y for _, y in test], texts_per_class, seed)
-        random.Random(seed).shuffle(picked)
+        picked = sample_per_class([y for _, y in test], 3, seed=0)
+        random.Random(0).shuffle(picked)
         texts = [test[i][0] for i in picked]
-        examples = [train[i] for i in sample_per_class([y for _, y in train], per_class, seed)]
+        examples = [train[i] for i in sample_per_class([y for _, y in train], 8, seed=0)]
     else:
         texts, examples = BUILT_IN_TEXTS, BUILT_IN_EXAMPLES
     path = out_root / f"classify-sample-{'agnews' if texts is not BUILT_IN_TEXTS else 'built-in'}.csv"
@@ -260,21 +197,6 @@ def sample_inputs(
         for label in load_labels(AGNEWS_LABELS)
     ]
     return "\n".join(texts), "\n".join(labels), str(path)
-
-
-INTRO = (
-    "Label texts with the bi-encoder's embeddings, no classifier training: **zero-shot** compares each text "
-    "with the label names (written into a prompt template), **few-shot** with labelled examples you upload "
-    "(k nearest neighbours, class centroids, logistic regression). Short label descriptions help zero-shot: "
-    "AG News test accuracy 0.6796 from the names alone, 0.7714 with descriptions (docs/results.md, "
-    "Classification with embeddings)."
-)
-# the sample's 8 examples per class are too few for a large k; the CLI, with a whole training file, chooses k itself
-K_INFO = (
-    "neighbours that vote; ctxir classify chooses k by cross-validation on a training file "
-    "(k=15 on AG News's 8,000 rows)"
-)
-LABELS_INFO = "a short description after the name helps zero-shot (see above); the AG News sample has them"
 
 
 def after_classify(out, data):
@@ -301,7 +223,13 @@ def build(ui: Ui) -> None:
         r = classify_view(ui.state, texts, labels, examples, method, k, template, projection)
         return r.text, frame(r.rows), frame(r.extra_rows, NEIGHBOUR_COLUMNS), r.data
 
-    ui.tab_intro(INTRO)
+    ui.tab_intro(
+        "Label texts with the bi-encoder's embeddings, no classifier training: **zero-shot** compares each "
+        "text with the label names (written into a prompt template), **few-shot** with labelled examples you "
+        "upload (k nearest neighbours, class centroids, logistic regression). Short label descriptions help "
+        "zero-shot: AG News test accuracy 0.6796 from the names alone, 0.7714 with descriptions "
+        "(docs/results.md, Classification with embeddings)."
+    )
     with gr.Row():
         cls_texts = gr.Textbox(
             label=f"Texts to classify (one per line, at most {MAX_TEXTS})",
@@ -318,7 +246,7 @@ def build(ui: Ui) -> None:
             value="World\nSports\nBusiness\nSci/Tech",
             min_width=200,
             elem_id="classify-labels",
-            info=LABELS_INFO,
+            info="a short description after the name helps zero-shot (see above); the AG News sample has them",
         )
     with gr.Row(equal_height=True):
         cls_examples = gr.File(
@@ -331,7 +259,11 @@ def build(ui: Ui) -> None:
         )
         with gr.Column(scale=2, min_width=220):
             cls_method = gr.Radio(list(METHODS), value="zero-shot", label="method")
-            cls_k = gr.Slider(1, 50, value=5, step=1, label="k (kNN)", info=K_INFO)
+            # the sample's 8 examples per class are too few for a large k; the CLI chooses k itself
+            k_info = "neighbours that vote; ctxir classify chooses k by cross-validation on a training file"
+            cls_k = gr.Slider(
+                1, 50, value=5, step=1, label="k (kNN)", info=f"{k_info} (k=15 on AG News's 8,000 rows)"
+            )
     with gr.Row():
         cls_template = gr.Dropdown(
             list(TEMPLATES),
@@ -361,17 +293,15 @@ def build(ui: Ui) -> None:
     inputs = [cls_texts, cls_labels, cls_examples, cls_method, cls_k, cls_template, cls_projection]
     outputs = [cls_summary, cls_table, cls_neighbours, cls_json]
     hide = [cls_table, cls_bars, cls_map, cls_files]
-    ui.view_event(
+    shown = ui.view_event(
         cls_button.click, do_classify, inputs, outputs, "classify", empty=[cls_summary], hide=hide
-    ).success(show, [cls_table], [cls_table], **PRIVATE).success(
-        lambda data: after_classify(out, data),
-        [cls_json],
-        [cls_bars, cls_map, cls_files],
-        api_visibility="private",
     )
-    sample_button.click(
-        guard(lambda: sample_inputs(out.root)),
-        None,
-        [cls_texts, cls_labels, cls_examples],
-        api_visibility="private",
-    ).success(lambda: "knn", None, [cls_method], **PRIVATE)
+    drawn = [cls_bars, cls_map, cls_files]
+    shown.success(show, [cls_table], [cls_table], **PRIVATE).success(
+        lambda data: after_classify(out, data), [cls_json], drawn, api_visibility="private"
+    )
+    sample = [cls_texts, cls_labels, cls_examples]
+    sampled = sample_button.click(
+        guard(lambda: sample_inputs(out.root)), None, sample, api_visibility="private"
+    )
+    sampled.success(lambda: "knn", None, [cls_method], **PRIVATE)

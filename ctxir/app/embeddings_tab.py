@@ -15,7 +15,9 @@ from ctxir.app.text import md_code, split_lines
 from ctxir.app.ui import PROGRESS, Ui, exports, frame, guard, show, steps
 from ctxir.checks import check_choice, check_text
 from ctxir.data.demo import demo_presets
+from ctxir.encoders.internals import word_positions
 from ctxir.types import CtxirError
+from ctxir.viz import embeddings as viz
 
 
 def model_info(state: AppState, model: str = BI_ENCODER, text: str = "") -> ViewResult:
@@ -63,26 +65,6 @@ def model_info(state: AppState, model: str = BI_ENCODER, text: str = "") -> View
     return ViewResult(rows=rows, data=info, text=md)
 
 
-def collect_tokens(internals: Sequence, layers: Sequence[int], word: str) -> tuple[dict, list]:
-    """({layer: vectors}, table rows) of every non-special token; ``highlight``: the token is part of ``word``."""
-    from ctxir.encoders.internals import word_positions
-
-    vectors, rows = {layer: [] for layer in layers}, []
-    for g, item in enumerate(internals):
-        try:
-            marked = set(word_positions(item.tokens, word)) if word.strip() else set()
-        except CtxirError:
-            marked = set()
-        for pos, token in enumerate(item.tokens):
-            if token in ("[CLS]", "[SEP]", "<s>", "</s>", "[PAD]"):
-                continue
-            for layer in layers:
-                vectors[layer].append(item.hidden_states[layer, pos])  # (hidden,)
-            row = {"sentence": g + 1, "position": pos, "token": token, "token_id": item.token_ids[pos]}
-            rows.append(row | {"highlight": pos in marked})
-    return vectors, rows
-
-
 def token_embeddings(
     state: AppState,
     sentences: str | Sequence[str],
@@ -94,27 +76,31 @@ def token_embeddings(
     progress: Progress | None = None,
 ) -> ViewResult:
     """2-D projections of every (non-special) token's vector at two layers, and consecutive-layer cosines."""
-    from ctxir.viz import (
-        MatrixStyle,
-        consecutive_layer_similarity,
-        heatmap_figure,
-        project,
-        projection_figure,
-    )
-
     cfg = state.config
     items = split_lines(sentences, "sentences", cfg.max_sentences, cfg.max_text_chars)
     n_layers = int(state.models.inspectable(model).model.config.num_hidden_layers)
     layers = sorted({check_layer(layer_a, n_layers, "layer A"), check_layer(layer_b, n_layers, "layer B")})
-    methods = [check_choice(m, "projection", ("pca", "tsne")) for m in (methods or ["pca"])]
+    methods = [check_choice(m, "projection", viz.PROJECTIONS) for m in (methods or ["pca"])]
     step = progress or (lambda *_: None)
     step(0.1, "forward passes")
     internals = [
         state.models.inspect_input(model, s, max_tokens=state.config.max_inspect_tokens) for s in items
     ]
-    vectors, token_rows = collect_tokens(internals, layers, word)
-    labels, highlight = [t["token"] for t in token_rows], [t["highlight"] for t in token_rows]
-    if word.strip() and not any(highlight):
+    # every non-special token's vector at each layer, and its row; ``highlight``: the token is part of ``word``
+    vectors, token_rows = {layer: [] for layer in layers}, []
+    for g, item in enumerate(internals):
+        try:
+            marked = set(word_positions(item.tokens, word)) if word.strip() else set()
+        except CtxirError:
+            marked = set()
+        for pos, token in enumerate(item.tokens):
+            if token in ("[CLS]", "[SEP]", "<s>", "</s>", "[PAD]"):
+                continue
+            for layer in layers:
+                vectors[layer].append(item.hidden_states[layer, pos])  # (hidden,)
+            row = {"sentence": g + 1, "position": pos, "token": token, "token_id": item.token_ids[pos]}
+            token_rows.append(row | {"highlight": pos in marked})
+    if word.strip() and not any(t["highlight"] for t in token_rows):
         raise CtxirError(
             f"word {word.strip()!r} is in none of the sentences: pick a word that appears, or leave it empty"
         )
@@ -122,18 +108,7 @@ def token_embeddings(
     for i, method in enumerate(methods):
         step(0.3 + 0.5 * i / len(methods), f"{method} projection")
         for layer in layers:
-            points[(method, layer)] = project(np.stack(vectors[layer]), method)
-    names = [f"{i + 1}: {s}" for i, s in enumerate(items)]
-    projection = projection_figure(points, labels, [t["sentence"] - 1 for t in token_rows], names, highlight)
-    drift = [consecutive_layer_similarity(item.hidden_states) for item in internals]  # each (layers, tokens)
-    first = internals[0]
-    heat = heatmap_figure(
-        drift[0].T,
-        first.tokens,
-        [f"{i}→{i + 1}" for i in range(drift[0].shape[0])],
-        "cosine between consecutive layers, sentence 1",
-        MatrixStyle(vmax=1.0, xlabel="layer transition", ylabel="token"),
-    )
+            points[(method, layer)] = viz.project(np.stack(vectors[layer]), method)
     step(1.0, "done")
     d = cfg.decimals
     data = {
@@ -147,16 +122,36 @@ def token_embeddings(
         },
         "consecutive_layer_cosine": [
             {"sentence": i + 1, "tokens": item.tokens, "cosine": np.round(x, d).tolist()}
-            for i, (item, x) in enumerate(zip(internals, drift, strict=True))
+            for i, item in enumerate(internals)
+            for x in [viz.consecutive_layer_similarity(item.hidden_states)]  # (layers, tokens)
         ],
     }
+    projection, drift = _twin_args(data)
+    title = "cosine between consecutive layers, sentence 1"
+    heat = viz.heatmap_figure(
+        *drift, title, viz.MatrixStyle(vmax=1.0, xlabel="layer transition", ylabel="token")
+    )
     return ViewResult(
         rows=token_rows,
-        figures={"projection": projection, "consecutive_layers": heat},
+        figures={"projection": viz.projection_figure(*projection), "consecutive_layers": heat},
         data=data,
-        text=f"{len(labels)} tokens from {len(items)} sentence(s); layers {layers[0]} and {layers[-1]}"
+        text=f"{len(token_rows)} tokens from {len(items)} sentence(s); layers {layers[0]} and {layers[-1]}"
         + (f"; {md_code(word.strip())} circled in black" if word.strip() else ""),
     )
+
+
+def _twin_args(data: dict) -> tuple[tuple, tuple]:
+    """The answer as both twins draw it: (the projection's arguments, sentence 1's layer-to-layer heatmap's)."""
+    tokens, first = data["tokens"], data["consecutive_layer_cosine"][0]
+    points = {
+        (m, int(k)): np.asarray(xy) for m, by_layer in data["points"].items() for k, xy in by_layer.items()
+    }
+    names = [f"{i + 1}: {s}" for i, s in enumerate(data["sentences"])]
+    labels, groups = [t["token"] for t in tokens], [t["sentence"] - 1 for t in tokens]
+    cosine = np.asarray(first["cosine"]).T  # (tokens, layer transitions)
+    transitions = [f"{i}→{i + 1}" for i in range(cosine.shape[1])]
+    projection = (points, labels, groups, names, [t["highlight"] for t in tokens])
+    return projection, (cosine, first["tokens"], transitions)
 
 
 def build(ui: Ui) -> None:
@@ -195,15 +190,9 @@ def tokens_tab(ui: Ui, model, presets: dict) -> None:
     summary = ui.summary("info-summary")
     table = gr.Dataframe(label="Tokens", elem_classes=["ctxir-table"], visible=False)
     json = ui.numbers()
+    options = {"empty": [summary], "after": (show, None, [table]), "after_queue": False}
     info = ui.view_event(
-        button.click,
-        do_model_info,
-        [model, text],
-        [summary, table, json],
-        "model_info",
-        empty=[summary],
-        after=(show, None, [table]),
-        after_queue=False,
+        button.click, do_model_info, [model, text], [summary, table, json], "model_info", **options
     )
     ui.offer_loaded_models(info, model)
 
@@ -223,21 +212,10 @@ def projection_tab(ui: Ui, model, presets: dict) -> None:
         return *[out.png(r.figures[key], stem) for key, stem in stems.items()], r.text, r.data
 
     def after_projection(data, *pngs):
-        tokens = data["tokens"]
-        points = {
-            (m, int(layer)): np.asarray(xy)
-            for m, by_layer in data["points"].items()
-            for layer, xy in by_layer.items()
-        }
-        names = [f"{i + 1}: {s}" for i, s in enumerate(data["sentences"])]
-        sentences, highlight = [t["sentence"] - 1 for t in tokens], [t["highlight"] for t in tokens]
-        projection = figures.projection(points, [t["token"] for t in tokens], sentences, names, highlight)
-        first = data["consecutive_layer_cosine"][0]
-        cosine = np.asarray(first["cosine"])  # (layer transitions, tokens)
+        projected, drifted = _twin_args(data)
+        projection = figures.projection(*projected)
         drift = figures.heatmap(
-            cosine.T,
-            first["tokens"],
-            [f"{i}→{i + 1}" for i in range(cosine.shape[0])],
+            *drifted,
             "how much each token of sentence 1 changes from one layer to the next (cosine; low = changed)",
             figures.HeatmapStyle(value_name="cosine", row_name="token", col_name="layers", zmax=1.0),
         )
@@ -257,7 +235,9 @@ def projection_tab(ui: Ui, model, presets: dict) -> None:
         word = gr.Textbox(label="Highlight word", value=presets["word"], min_width=140)
         layer_a = gr.Slider(0, n_layers, value=0, step=1, label="layer A", min_width=140)
         layer_b = gr.Slider(0, n_layers, value=n_layers, step=1, label="layer B", min_width=140)
-        methods = gr.CheckboxGroup(["pca", "tsne"], value=["pca", "tsne"], label="Projections", min_width=140)
+        methods = gr.CheckboxGroup(
+            list(viz.PROJECTIONS), value=list(viz.PROJECTIONS), label="Projections", min_width=140
+        )
     button = gr.Button("Project tokens", variant="primary", elem_id="project-button")
     summary = ui.summary("project-summary")
     plot = gr.Plot(label="Token vectors in 2-D (hover a point)", visible=False, elem_id="projection-plot")
@@ -265,15 +245,9 @@ def projection_tab(ui: Ui, model, presets: dict) -> None:
     pngs = [ui.returned("projection_png"), ui.returned("drift_png")]
     files = ui.downloads("PNG, interactive HTML, CSV, JSON")
     json = ui.numbers()
-    inputs = [model, sentences, word, layer_a, layer_b, methods]
+    inputs, outputs = [model, sentences, word, layer_a, layer_b, methods], [*pngs, summary, json]
     after = (after_projection, [json, *pngs], [plot, drift_plot, files])
     projected = ui.view_event(
-        button.click,
-        do_token_embeddings,
-        inputs,
-        [*pngs, summary, json],
-        "token_embeddings",
-        empty=[summary],
-        after=after,
+        button.click, do_token_embeddings, inputs, outputs, "token_embeddings", empty=[summary], after=after
     )
     ui.offer_loaded_models(projected, model)

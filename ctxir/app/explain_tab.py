@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 import gradio as gr
@@ -33,22 +33,13 @@ def explain_models() -> tuple[str, ...]:
 _SPECIAL = re.compile(r"^(\[[A-Z]+\]|<s>|</s>|<pad>|<unk>)$")
 
 
-def compact(value: Any, digits: int = 6) -> Any:
-    """Floats to ``digits`` significant digits, recursively: the JSON stays exact enough."""
-    if isinstance(value, float):
-        return float(f"{value:.{digits}g}")
-    if isinstance(value, list):
-        return [compact(v, digits) for v in value]
-    if isinstance(value, dict):
-        return {k: compact(v, digits) for k, v in value.items()}
-    return value
+def compact(value: Any) -> Any:
+    """Every float of a JSON value to 6 significant digits: the answer stays exact enough, and short."""
+    return json.loads(json.dumps(value), parse_float=lambda text: float(f"{float(text):.6g}"))
 
 
-def highlight(
-    tokens: list[str], scores: list[float], scale: float | None = None
-) -> list[tuple[str, float | None]]:
-    """Tokens as words for ``gr.HighlightedText``: word-pieces joined (scores summed)."""
-    spans = words(tokens, scores, keep_special=True)
+def highlight(spans: list[tuple[str, float]], scale: float | None = None) -> list[tuple[str, float | None]]:
+    """``words`` for ``gr.HighlightedText``: scores divided by ``scale`` (the largest), spaces between."""
     scale = scale or max((abs(v) for _, v in spans), default=0.0) or 1.0
     out: list[tuple[str, float | None]] = []
     for i, (word, value) in enumerate(spans):
@@ -58,11 +49,11 @@ def highlight(
 
 
 def words(
-    tokens: list[str], scores: list[float], start: int = 0, end: int | None = None, keep_special: bool = False
+    tokens: list[str], scores: list[float], start: int = 0, keep_special: bool = False
 ) -> list[tuple[str, float]]:
-    """Word-pieces ``tokens[start:end]`` joined into words."""
+    """Word-pieces ``tokens[start:]`` joined into words (scores summed)."""
     out: list[tuple[str, float]] = []
-    for token, value in zip(tokens[start:end], scores[start:end], strict=True):
+    for token, value in zip(tokens[start:], scores[start:], strict=True):
         if _SPECIAL.match(token):
             if keep_special:
                 out.append((token, float(value)))
@@ -83,11 +74,10 @@ def _rankers(models: AppModels, model: str, reranker: str | None = None) -> tupl
     if model == BI_ENCODER:
         return None, {}
     # the search's re-ranker when it is loaded (or an id, loaded on demand); else "auto" stays the first loaded kind
-    if (
-        model == "auto"
-        and reranker not in (None, "", "none")
-        and (reranker in models.rerankers or reranker not in RERANKERS)
-    ):
+    chosen = reranker not in (None, "", "none") and (
+        reranker in models.rerankers or reranker not in RERANKERS
+    )
+    if model == "auto" and chosen:
         model = reranker
     if model == "auto":
         return next(iter(models.loaded), None), {kind: models.rerankers[kind] for kind in models.loaded[:1]}
@@ -116,105 +106,63 @@ def explain_pair(
     st = state.models.bi_encoder
     prompts = chosen_prompts(model_prompts(st), query_prompt, document_prompt, cfg.max_query_chars)
     encoder = BiEncoder(st, cache=False, query_prompt=prompts["query"], document_prompt=prompts["document"])
-    raw = explain(
-        query,
-        document,
-        bi_encoder=encoder,
-        rerankers=rankers,
-        n_steps=cfg.explain_steps,
-        max_steps=cfg.explain_max_steps,
-        title=title,
-    )
+    steps = {"n_steps": cfg.explain_steps, "max_steps": cfg.explain_max_steps}
+    raw = explain(query, document, bi_encoder=encoder, rerankers=rankers, title=title, **steps)
     bi, reranker = raw["bi_encoder"], raw.get("cross_encoder")
     if reranker is not None and explained not in RERANKERS:
         reranker["model_kind"] = f"{explained} (cross-encoder)"  # loaded by id: named as the visitor typed it
     data = compact({**raw, "model": model, "reranker": explained, "prompts": prompts})
-    view = _bi_encoder_view(bi)
-    view.lines += filter(None, [prompts_said(prompts)])
+    view = ViewResult(data=data)
+    lines = [_bi_encoder_view(bi, view), *filter(None, [prompts_said(prompts)])]
     if reranker is not None:
-        _add_reranker(view, reranker)
+        lines += _reranker_view(reranker, view)
     elif model == "auto":
-        view.lines.append("No re-ranker is loaded, so only the bi-encoder is explained.")
-    view.lines.append(
-        "Red raised the score, violet lowered it; the strongest word of each view is full colour."
-    )
-    return ViewResult(
-        data=data,
-        text="\n\n".join(view.lines),
-        plots=view.plots,
-        figures=view.pngs,
-        highlights=view.highlights,
-    )
+        lines.append("No re-ranker is loaded, so only the bi-encoder is explained.")
+    lines.append("Red raised the score, violet lowered it; the strongest word of each view is full colour.")
+    view.text = "\n\n".join(lines)
+    return view
 
 
-@dataclass
-class _PairView:
-    """What one model's explanation adds to the pair view: interactive plots, their PNGs."""
-
-    plots: dict = field(default_factory=dict)
-    pngs: dict = field(default_factory=dict)
-    highlights: dict = field(default_factory=dict)
-    lines: list[str] = field(default_factory=list)
-
-
-def _bi_encoder_view(bi: dict) -> _PairView:
-    """The bi-encoder's cosine: per-token highlights and, under mean pooling, the query × document terms."""
+def _bi_encoder_view(bi: dict, view: ViewResult) -> str:
+    """The bi-encoder's cosine into ``view``: per-token highlights and, under mean pooling, the token pairs' terms."""
     from ctxir.viz import MatrixStyle, heatmap_figure
 
     q_tokens, d_tokens = bi["query_tokens"], bi["document_tokens"]
     q_words = words(q_tokens, bi["query_contributions"], keep_special=True)
     d_words = words(d_tokens, bi["document_contributions"], keep_special=True)
     scale = max((abs(v) for _, v in [*q_words, *d_words]), default=0.0)  # one scale: both sum to the cosine
-    view = _PairView(
-        highlights={
-            "query": highlight(q_tokens, bi["query_contributions"], scale),
-            "document": highlight(d_tokens, bi["document_contributions"], scale),
-        }
+    view.highlights["query"], view.highlights["document"] = (
+        highlight(q_words, scale),
+        highlight(d_words, scale),
     )
     if bi["pair_contributions"] is None:
-        view.lines.append(
+        return (
             f"**Bi-encoder cosine {bi['cosine']:.4f}**, attributed to tokens by integrated gradients "
             f"({md_literal(bi.get('note', ''))}; completeness error {bi['completeness_error'] or 0:.2%})."
         )
-        return view
     pairs = np.asarray(bi["pair_contributions"])  # (query tokens, document tokens)
     title = (
         f"bi-encoder: query × document token terms (they add up to the cosine {bi['cosine']:.3f}; "
         f"{ATTRIBUTION_LEGEND})"
     )
-    view.plots["pairs"] = figures.heatmap(
-        pairs,
-        q_tokens,
-        d_tokens,
-        title,
-        figures.HeatmapStyle(
-            "contribution", "query token", "document token", diverging=True, decimals=4, show_values=False
-        ),
+    style = figures.HeatmapStyle(
+        "contribution", "query token", "document token", diverging=True, decimals=4, show_values=False
     )
+    view.plots["pairs"] = figures.heatmap(pairs, q_tokens, d_tokens, title, style)
     bound = float(np.max(np.abs(pairs))) or 1.0
-    view.pngs["pairs"] = heatmap_figure(
-        pairs,
-        q_tokens,
-        d_tokens,
-        title,
-        MatrixStyle(
-            vmin=-bound,
-            vmax=bound,
-            cmap=figures.attribution_cmap(),
-            annotate=False,
-            xlabel="document token",
-            ylabel="query token",
-        ),
+    cmap = figures.attribution_cmap()
+    png_style = MatrixStyle(
+        -bound, bound, cmap, annotate=False, xlabel="document token", ylabel="query token"
     )
-    view.lines.append(
+    view.figures["pairs"] = heatmap_figure(pairs, q_tokens, d_tokens, title, png_style)
+    return (
         f"**Bi-encoder cosine {bi['cosine']:.4f}**, split exactly over the {len(q_tokens)} × "
         f"{len(d_tokens)} query × document token pairs (mean pooling: the terms add up to the cosine)."
     )
-    return view
 
 
-def _add_reranker(view: _PairView, reranker: dict) -> None:
-    """A re-ranker's score split over the tokens it read: bars, a highlight."""
+def _reranker_view(reranker: dict, view: ViewResult) -> list[str]:
+    """A re-ranker's score split over the tokens it read into ``view`` (bars, a highlight); its lines of text."""
     kind = reranker["model_kind"]
     tokens, values, split = reranker["tokens"], reranker["attributions"], reranker["sentence_b_start"]
     title = (
@@ -222,23 +170,23 @@ def _add_reranker(view: _PairView, reranker: dict) -> None:
         f"; {ATTRIBUTION_LEGEND})"
     )
     view.plots["reranker"] = figures.token_bars(tokens, values, title, split=split)
-    view.pngs["reranker"] = figures.token_bars_png(tokens, values, title, split=split)
-    view.highlights["reranker"] = highlight(tokens, values)
+    view.figures["reranker"] = figures.token_bars_png(tokens, values, title, split=split)
+    view.highlights["reranker"] = highlight(words(tokens, values, keep_special=True))
     error = reranker["completeness_error"]
-    view.lines.append(
+    lines = [
         f"**{kind} score {reranker['score']:.4f}** ({md_literal(reranker['score_kind'])}); with every word "
         f"replaced by [{reranker['baseline'].upper()}] it scores {reranker['baseline_score']:.4f}. Integrated "
         f"gradients ({reranker['n_steps']} steps) split the difference over the tokens; completeness error "
         + ("n/a (no difference to split)" if error is None else f"{error:.2%}")
         + ("" if reranker["converged"] else " — above the 1 % target even at the step cap")
         + "."
-    )
+    ]
     match = reranker.get("term_match")
     if match:
         top = sorted(
             (t for t in match["tokens"] if t["contribution"]), key=lambda t: -abs(t["contribution"])
         )[:5]
-        view.lines.append(
+        lines.append(
             f"Of that score, its head's term-match term gives {match['score']:+.4f}: "
             + (", ".join(f"{md_code(t['token'])} {t['contribution']:+.3f}" for t in top) or "nothing")
             + " (each query token's matches in the document, weighted by its learned importance). It reads the "
@@ -246,11 +194,12 @@ def _add_reranker(view: _PairView, reranker: dict) -> None:
         )
     window = reranker.get("window")
     if window:
-        view.lines.append(
+        lines.append(
             f"The {kind} reads a long document by its best window ({window['words']} words every "
             f"{window['stride']}): window {window['index']} of {window['of']} scored highest, so its "
             "score is the document's, and the tokens above are that window's."
         )
+    return lines
 
 
 def explain_result(
@@ -285,22 +234,14 @@ class Panel:
     def __init__(self, prefix: str):
         self.summary = gr.Markdown(elem_id=f"{prefix}-summary", label="summary", show_label=False)
         # show_legend: Gradio's colour bar under each text, violet (-1, lowered the score) to red (+1, raised it)
-        shown = {
-            "show_legend": True,
-            "show_inline_category": False,
-            "combine_adjacent": False,
-            "visible": False,
-        }
-        self.query = gr.HighlightedText(
-            label="Query · bi-encoder (red raised the cosine, violet lowered it)", **shown
-        )
-        self.document = gr.HighlightedText(
-            label="Document · bi-encoder (same colour scale as the query)",
-            elem_id=f"{prefix}-document",
-            **shown,
-        )
-        self.reranker = gr.HighlightedText(
-            label="Query and document · re-ranker (red raised its score, violet lowered it)", **shown
+        shown = dict(show_legend=True, show_inline_category=False, combine_adjacent=False, visible=False)
+        self.query, self.document, self.reranker = (
+            gr.HighlightedText(label=label, elem_id=elem_id, **shown)
+            for label, elem_id in (
+                ("Query · bi-encoder (red raised the cosine, violet lowered it)", None),
+                ("Document · bi-encoder (same colour scale as the query)", f"{prefix}-document"),
+                ("Query and document · re-ranker (red raised its score, violet lowered it)", None),
+            )
         )
         self.pairs = plot("Cosine split over token pairs (hover a cell)", f"{prefix}-heatmap")
         self.bars = plot("Re-ranker attribution per token (hover a bar)")
@@ -318,11 +259,8 @@ class Panel:
             pairs, reranker = bi.get("pair_contributions") is not None, "cross_encoder" in (data or {})
             shown = [gr.update(visible=v) for v in (bool(bi), bool(bi), reranker, pairs, reranker)]
             # the page's downloads also list the plotly.js the interactive page loads (API answers leave it out)
-            return [
-                *shown,
-                gr.update(visible=True, value=with_plotly_js(files or [])),
-                gr.update(visible=True),
-            ]
+            files = with_plotly_js(files or [])
+            return [*shown, gr.update(visible=True, value=files), gr.update(visible=True)]
 
         event.success(visible, [self.json, self.files], [*self.outputs[1:-1], self.numbers], **PRIVATE)
 

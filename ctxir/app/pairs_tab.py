@@ -21,6 +21,7 @@ from ctxir.encoders.lengths import max_length_for, position_limit
 from ctxir.kinds import CROSS_ENCODER
 from ctxir.rerank.registry import RERANKERS
 from ctxir.types import CtxirError
+from ctxir.viz import scores_figure
 
 
 def input_formation(
@@ -44,13 +45,8 @@ def input_formation(
 
 def score_columns() -> dict[str, tuple[str, str]]:
     """{value field: (rank field, chart legend)}: each re-ranker kind's pair score, then the cosine."""
-    return {
-        **{
-            kind.pair_column: (kind.rank_column, f"{kind.label} {kind.pair_value}")
-            for kind in RERANKERS.values()
-        },
-        "bi_encoder_cosine": ("cosine_rank", "bi-encoder cosine"),
-    }
+    columns = {k.pair_column: (k.rank_column, f"{k.label} {k.pair_value}") for k in RERANKERS.values()}
+    return columns | {"bi_encoder_cosine": ("cosine_rank", "bi-encoder cosine")}
 
 
 def chart_columns(rows: Sequence[dict], extra: dict | None = None) -> dict[str, list]:
@@ -155,15 +151,21 @@ def score_pairs(
         "models": {name: role for name, (role, _) in extra.items()},  # loaded by name: {name: role}
         "prompts": prompts,
     }
+    first = formations[0]
+    text = (
+        f"Input formation ({reader.name} tokenizer), document 1: {md_code(first['text'])} — "
+        f"{first['num_tokens']} tokens; token type 0 = query segment, 1 = document segment."
+    )
+    notes = [*reading, *(f"{name} not loaded: {why}" for name, why in unavailable.items())]
     said = [prompts_said(p, md_code(n) if n in extra else "The bi-encoder") for n, p in prompts.items()]
     return ViewResult(
         rows=rows,
         data=data,
-        text="\n\n".join([_summary(reader.name, formations[0], unavailable, reading), *filter(None, said)]),
+        text="\n\n".join([text, *filter(None, ["\n".join(f"- {note}" for note in notes), *said])]),
         extra_rows=[
             {"position": i, "token": t, "token_id": tid, "token_type": tt}
             for i, (t, tid, tt) in enumerate(
-                zip(*(formations[0][f] for f in ("tokens", "token_ids", "token_type_ids")), strict=True)
+                zip(*(first[f] for f in ("tokens", "token_ids", "token_type_ids")), strict=True)
             )
         ],
     )
@@ -179,25 +181,24 @@ def _cosines(model, query: str, docs: list[str], prompts: dict) -> list[float]:
 def _probabilities(models: AppModels, values: dict) -> tuple[dict[str, list[float] | None], list[str]]:
     """({probability field: calibrated probabilities or None}, how to read each: its fit and base rate)."""
     probabilities, notes = {}, []
-    for kind in RERANKERS.values():
-        if kind.pair_value != "score":
-            continue
+    for kind in (k for k in RERANKERS.values() if k.pair_value == "score"):
         scores = values[kind.pair_column]
         calibration = getattr(models.rerankers.get(kind.name), "calibration", None)
-        field = f"{kind.key}_probability"
-        probabilities[field] = calibration.probabilities(scores).tolist() if calibration and scores else None
-        if probabilities[field] is None:
-            continue
-        rate = calibration.base_rate
-        notes.append(
-            f"{short_name(kind)} P(rel): its raw score calibrated on {calibration.fitted_on or 'dev pairs'}"
-            + (
-                f", {rate:.1%} of them relevant: read it against that rate, not against 50 %"
-                if rate is not None
-                else ""
-            )
-            + "; the raw score is in the JSON."
+        fitted = bool(calibration and scores)
+        probabilities[f"{kind.key}_probability"] = (
+            calibration.probabilities(scores).tolist() if fitted else None
         )
+        if fitted:
+            rate = calibration.base_rate
+            against = (
+                ""
+                if rate is None
+                else f", {rate:.1%} of them relevant: read it against that rate, not against 50 %"
+            )
+            notes.append(
+                f"{short_name(kind)} P(rel): its raw score calibrated on {calibration.fitted_on or 'dev pairs'}"
+                f"{against}; the raw score is in the JSON."
+            )
     return probabilities, notes
 
 
@@ -211,19 +212,6 @@ def _add_ranks(rows: list[dict], values: dict[str, list[float] | None], extra: d
             row[rank_key] = ranks.get(i)
 
 
-def _summary(reader: str, first: dict, unavailable: dict[str, str], reading: Sequence[str] = ()) -> str:
-    """The Markdown above the table: document 1's input formation, the ``reading`` notes, what is not loaded."""
-    text = (
-        f"Input formation ({reader} tokenizer), document 1: {md_code(first['text'])} — {first['num_tokens']} "
-        "tokens; token type 0 = query segment, 1 = document segment."
-    )
-    if reading:
-        text += "\n\n" + "\n".join(f"- {note}" for note in reading)
-    if unavailable:
-        text += "\n\n" + "\n".join(f"- {name} not loaded: {why}" for name, why in unavailable.items())
-    return text
-
-
 def shown_names() -> dict[str, str]:
     """Field name → the page's short column name (the API keeps field names)."""
     names = {"bi_encoder_cosine": "cosine", "cosine_rank": "cos rank"}
@@ -234,27 +222,17 @@ def shown_names() -> dict[str, str]:
     return names
 
 
-INTRO = (
-    "Score one query against a few documents with every loaded model side by side: the cross-encoder and CLS-LR "
-    "re-rankers read query and document together, the bi-encoder compares their separate embeddings; *Also "
-    "compare* adds any cross-encoder or bi-encoder by its Hub id. Click a row to see which words drove its scores."
-)
-
-
-def scores_png(out, data: dict) -> str:
-    """The chart's PNG, drawn from the answer's JSON (``data``)."""
-    from ctxir.viz import scores_figure
-
-    columns = chart_columns(data["scores"], extra_columns(data.get("models") or {}))
-    return out.png(scores_figure(data["documents"], columns), "pair-scores")
+def _chart(data: dict) -> tuple[list[str], dict[str, list]]:
+    """(documents, {legend: values}) of the answer's chart, as both twins draw it."""
+    return data["documents"], chart_columns(data["scores"], extra_columns(data.get("models") or {}))
 
 
 def after_scoring(out, data, png, models: AppModels):
     """The page's chart, downloads (the answer's PNG, else drawn here) and Explain choices (a private step)."""
-    docs = data["documents"]
-    chart = figures.score_bars(docs, chart_columns(data["scores"], extra_columns(data.get("models") or {})))
+    docs, columns = _chart(data)
+    chart = figures.score_bars(docs, columns)
     # the page still offers the PNG: drawn here, outside the API call's round trip, when the call had none
-    png = png or scores_png(out, data)
+    png = png or out.png(scores_figure(docs, columns), "pair-scores")
     files = exports(out, "pair-scores", data=data, rows=data["scores"], plots=[chart], files=[png])
     choices = [(f"{i}. {d[:60]}", i) for i, d in enumerate(docs, 1)]
     shown = shown_names()
@@ -280,7 +258,7 @@ def build(ui: Ui) -> None:
         ui.visitor()
         r = score_pairs(state, query, documents, models, query_prompt, document_prompt, steps(progress))
         # the PNG only on request (it costs as much as the scoring); after_scoring draws it for the page
-        png = scores_png(out, r.data) if png_figures else None
+        png = out.png(scores_figure(*_chart(r.data)), "pair-scores") if png_figures else None
         # the API's table keeps a column per model, loaded or not; after_scoring's leaves the empty ones out
         return frame(r.rows), png, r.text, frame(r.extra_rows), r.data
 
@@ -296,7 +274,12 @@ def build(ui: Ui) -> None:
     def pick_row(evt: gr.SelectData):
         return (evt.row_value or [None])[0]  # the table's first column is the document number
 
-    ui.tab_intro(INTRO)
+    ui.tab_intro(
+        "Score one query against a few documents with every loaded model side by side: the cross-encoder and "
+        "CLS-LR re-rankers read query and document together, the bi-encoder compares their separate embeddings; "
+        "*Also compare* adds any cross-encoder or bi-encoder by its Hub id. Click a row to see which words drove "
+        "its scores."
+    )
     pair_query = gr.Textbox(label="Query", value=presets["pair_query"])
     pair_docs = gr.Textbox(
         label="Documents (one per line)", lines=5, value="\n".join(presets["pair_documents"])
@@ -337,27 +320,15 @@ def build(ui: Ui) -> None:
     pair_json = ui.numbers()
     explained = explain_tab.Panel("pair-explain")
 
-    scored = ui.view_event(
-        [pair_button.click, link.run.change],  # a link runs it as the button does
-        do_score_pairs,
-        [pair_query, pair_docs, pair_models, pair_png_wanted, *pair_prompts],
-        [pair_table, pair_png, pair_formation, pair_tokens, pair_json],
-        "score_pairs",
-        empty=[pair_formation],
-        hide=[pair_table, pair_plot, pair_files, explain_row],
-        after=(
-            lambda data, png: after_scoring(out, data, png, ui.models),
-            [pair_json, pair_png],
-            [pair_table, pair_plot, pair_files, explain_row, pair_choice, explain_model],
-        ),
-    )
+    inputs = [pair_query, pair_docs, pair_models, pair_png_wanted, *pair_prompts]
+    outputs = [pair_table, pair_png, pair_formation, pair_tokens, pair_json]
+    drawn = [pair_table, pair_plot, pair_files, explain_row, pair_choice, explain_model]
+    after = (lambda data, png: after_scoring(out, data, png, ui.models), [pair_json, pair_png], drawn)
+    options = {"empty": [pair_formation], "hide": drawn[:4], "after": after}  # hidden until drawn
+    events = [pair_button.click, link.run.change]  # a link runs it as the button does
+    scored = ui.view_event(events, do_score_pairs, inputs, outputs, "score_pairs", **options)
     link.shows(scored)
     explain_inputs = [pair_query, pair_docs, pair_choice, explain_model, *pair_prompts]
-    explained.shows(
-        explain_button.click(do_explain_pair, explain_inputs, explained.outputs, api_visibility="private")
-    )
-    explained.shows(
-        pair_table.select(pick_row, None, [pair_choice], api_visibility="private").success(
-            do_explain_pair, explain_inputs, explained.outputs, api_visibility="private"
-        )
-    )
+    picked = pair_table.select(pick_row, None, [pair_choice], api_visibility="private")
+    for event in (explain_button.click, picked.success):  # the button, or a click on a row
+        explained.shows(event(do_explain_pair, explain_inputs, explained.outputs, api_visibility="private"))

@@ -74,7 +74,7 @@ def failure_report(
                 f"{REPORT_VERSION}: upgrade ctxir, or make the report again with this one"
             )
         check_report_checksum(raw, path.name)
-        cases, meta, kind = raw.get("cases"), raw.get("meta"), "report"
+        cases, meta, kind, note = raw.get("cases"), raw.get("meta"), "report", ""
         if not isinstance(cases, list) or not isinstance(meta, dict):
             raise CtxirError(
                 f'{path.name} has no list of "cases" and object "meta": upload the .json '
@@ -83,17 +83,15 @@ def failure_report(
     elif "runs" in raw or "per_query" in raw:
         cases, meta = _from_results(state, path.name, raw, metric, worst)
         kind = "results"
+        note = (
+            "Drawn from the results JSON without model explanations (each takes minutes on a CPU): "
+            f"`ctxir report {md_literal(path.name)}` adds them. Click a query for its results."
+        )
     else:
         raise CtxirError(
             f'{path.name} is neither a ctxir failure report (no "format": {REPORT_FORMAT!r}) nor a '
             f'results JSON (no "runs"): upload {HOW}'
         )
-    note = (
-        "Drawn from the results JSON without model explanations (each takes minutes on a CPU): "
-        f"`ctxir report {md_literal(path.name)}` adds them. Click a query for its results."
-        if kind == "results"
-        else ""
-    )
     return _shown(cases, meta, kind, path.name, f"from {md_code(path.name)}", metric, note)
 
 
@@ -102,6 +100,7 @@ def _shown(
 ) -> ViewResult:
     """A report drawn as the tab's answer: a summary line (and ``note``), the page, and the numbers."""
     from ctxir.evaluation.report_html import render_report
+    from ctxir.viz.differences import comparison_differences, format_p
 
     try:
         page = render_report(cases, meta)
@@ -118,32 +117,21 @@ def _shown(
         f"by {md_literal(metric)}"
         + (f" · mean {meta['mean']:.4f} over {queries}" if isinstance(meta.get("mean"), int | float) else "")
         + f" · {where}",
-        *_compared(meta.get("comparison")),
-        *([note] if note else []),
     ]
+    comparison = meta.get("comparison")
+    if comparison:  # each system's wins and losses against the baseline, and p
+        each = [
+            f"{md_code(d.system)} {plural(d.wins, 'win')}, {plural(d.losses, 'loss', 'losses')}"
+            + (f" (p = {format_p(d.p)})" if d.p is not None else "")
+            for d in comparison_differences(comparison)
+        ]
+        lines.append(
+            f"Query by query against {md_code(comparison['baseline'])} ({md_literal(comparison['metric'])}, "
+            f"the figure above the cases): {'; '.join(each)}"
+        )
+    lines += [note] if note else []
     data = {"kind": kind, "file": source, "meta": meta, "cases": cases}
     return ViewResult(data=data, html=page, text="\n\n".join(lines))
-
-
-def _compared(comparison: dict | None) -> list[str]:
-    """The summary's line on the report's comparison: each system's wins and losses against the baseline, and p."""
-    from ctxir.viz.differences import comparison_differences, format_p
-
-    if not comparison:
-        return []
-    differences = comparison_differences(comparison)
-    each = [
-        f"{md_code(d.system)} {plural(d.wins, 'win')}, {plural(d.losses, 'loss', 'losses')}"
-        + (f" (p = {format_p(d.p)})" if d.p is not None else "")
-        for d in differences
-    ]
-    return [
-        f"Query by query against {md_code(comparison['baseline'])} ({md_literal(comparison['metric'])}, "
-        f"the figure above the cases): {'; '.join(each)}"
-    ]
-
-
-SAMPLE_SYSTEM = BM25Retriever.name  # the run's system and what explains it
 
 
 def sample_report(state: AppState, worst: int = 10, metric: str = "nDCG@10") -> ViewResult:
@@ -159,7 +147,7 @@ def sample_report(state: AppState, worst: int = 10, metric: str = "nDCG@10") -> 
     run = run_from_hits(bm25.search(queries, top_k=100))
     cases = explain_failures(failure_cases(qrels, run, corpus, queries, metric, worst), corpus, bm25=bm25)
     made_on = {"data": "ctxir demo corpus", "split": "demo_qrels.tsv"}
-    meta = report_meta(qrels, run, metric, SAMPLE_SYSTEM, made_on, explained_with=[SAMPLE_SYSTEM])
+    meta = report_meta(qrels, run, metric, bm25.name, made_on, explained_with=[bm25.name])
     note = (
         f"The sample: BM25 over the demo corpus ({plural(len(corpus), 'document')}), judged by the "
         f"{plural(len(qrels), 'query', 'queries')} of `demo_qrels.tsv` that ship with ctxir; upload your own "
@@ -220,20 +208,11 @@ def build(ui: Ui) -> None:
     report_files = ui.downloads("standalone HTML, JSON")
     report_json = ui.numbers()
 
+    outputs = [report_summary, report_view, report_page, report_json]
+    after = (after_report, [report_json, report_page], [report_view, report_files])
+    options = {"empty": [report_summary], "hide": [report_view], "after": after, "after_queue": False}
     for button, view, inputs, api in (
         (report_button, do_report, [report_file, worst], "failure_report"),
         (sample_button, do_sample_report, [worst], "failure_report_sample"),
     ):
-        outputs = [report_summary, report_view, report_page, report_json]
-        after = (after_report, [report_json, report_page], [report_view, report_files])
-        ui.view_event(
-            button.click,
-            view,
-            inputs,
-            outputs,
-            api,
-            empty=[report_summary],
-            hide=[report_view],
-            after=after,
-            after_queue=False,
-        )
+        ui.view_event(button.click, view, inputs, outputs, api, **options)

@@ -8,6 +8,7 @@ import functools
 import hashlib
 import html
 import importlib.resources
+import itertools
 import re
 from collections.abc import Callable, Sequence
 
@@ -66,12 +67,8 @@ def _package_script(package: str, file: str) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def d3_v5_source() -> str:
-    return _package_script("mpld3", "js/d3.v5.min.js")
-
-
-def jquery_source() -> str:
-    return _package_script("xstatic.pkg.jquery", "data/jquery.min.js")
+d3_v5_source = functools.partial(_package_script, "mpld3", "js/d3.v5.min.js")
+jquery_source = functools.partial(_package_script, "xstatic.pkg.jquery", "data/jquery.min.js")
 
 
 def _inline_script(source: str) -> str:
@@ -83,14 +80,8 @@ def offline_document(bertviz_html: str, title: str = "ctxir attention view") -> 
     body = _CDN_SCRIPT.sub("", bertviz_html)
     body = _REQUIRE_CONFIG.sub("", body)
     # bertviz also writes its params into a trailing template-marker comment, doubling the page: drop it
-    start = body.find("// HACK: ")
-    end = body.find(" is a template marker", start)
-    if start >= 0 and end >= 0:
-        body = (
-            body[:start]
-            + "// (the params above were also written here by bertviz; removed)"
-            + body[body.find("\n", end) :]
-        )
+    removed = "// (the params above were also written here by bertviz; removed)"
+    body = re.sub(r"// HACK: .*? is a template marker[^\n]*", removed, body, count=1, flags=re.DOTALL)
     # tokens are user text inside the script's JSON: a token "</script>" must not end the element
     start = body.rfind("<script")
     start = body.index(">", start) + 1 if start >= 0 else -1
@@ -142,14 +133,10 @@ def iframe(document: str, height: int = 600, title: str = "attention view") -> s
 
 
 VIEWS = ("head", "model")
-# layers × heads × tokens² weights a view may carry (≈ 6 layers × 12 heads × 128²)
-MAX_ATTENTION_CELLS = 1_200_000
 
 
 def select_indices(requested: Sequence[int] | None, available: int, what: str) -> list[int]:
-    if not requested:
-        return list(range(available))
-    chosen = sorted({int(i) for i in requested})
+    chosen = sorted({int(i) for i in requested}) if requested else list(range(available))
     bad = [i for i in chosen if not 0 <= i < available]
     if bad:
         raise CtxirError(f"{what} {bad[0]!r} does not exist: this model has {what}s 0 to {available - 1}")
@@ -161,7 +148,7 @@ def check_attention_size(
     layers: Sequence[int] | None = None,
     heads: Sequence[int] | None = None,
     max_tokens: int = 256,
-    max_cells: int = MAX_ATTENTION_CELLS,
+    max_cells: int = 1_200_000,  # layers × heads × tokens² weights a view may carry (≈ 6 × 12 × 128²)
 ) -> tuple[list[int], list[int]]:
     """Refuse inputs whose view would be too large; return the (layers, heads) to draw."""
     n_layers, n_heads, n_tokens, _ = internals.attentions.shape
@@ -200,11 +187,7 @@ def bertviz_document(
     layers, heads = check_attention_size(internals, layers, heads, max_tokens)
     # float64, so the rounded values print short
     rounded = np.round(internals.attentions.astype(np.float64), decimals)  # (layers, heads, tokens, tokens)
-    shown = {
-        "sentence_b_start": internals.sentence_b_start,
-        "include_layers": layers,
-        "html_action": "return",
-    }
+    shown = dict(sentence_b_start=internals.sentence_b_start, include_layers=layers, html_action="return")
     if view == "head":  # head view has no head filter: pass only the chosen heads
         attention = [torch.from_numpy(weights[heads]).unsqueeze(0) for weights in rounded]
         html = head_view(attention, list(internals.tokens), layer=layers[0], **shown).data
@@ -247,13 +230,12 @@ def head_summary(internals: Internals, decimals: int = 3) -> list[dict]:
         "to_next": np.diagonal(attn, offset=1, axis1=2, axis2=3).sum(-1) / n_tokens,
     }
     rows = []
-    for layer in range(n_layers):
-        for head in range(n_heads):
-            i, j = divmod(int(np.argmax(attn[layer, head])), n_tokens)
-            stats = {key: round(float(share[layer, head]), decimals) for key, share in shares.items()}
-            top = round(float(attn[layer, head, i, j]), decimals)
-            link = {"max_weight": top, "max_from": tokens[i], "max_to": tokens[j]}
-            rows.append({"layer": layer, "head": head, **stats, **link})
+    for layer, head in itertools.product(range(n_layers), range(n_heads)):
+        i, j = divmod(int(np.argmax(attn[layer, head])), n_tokens)
+        stats = {key: round(float(share[layer, head]), decimals) for key, share in shares.items()}
+        top = round(float(attn[layer, head, i, j]), decimals)
+        link = {"max_weight": top, "max_from": tokens[i], "max_to": tokens[j]}
+        rows.append({"layer": layer, "head": head, **stats, **link})
     return rows
 
 
@@ -277,18 +259,12 @@ def head_summary_figure(rows: list[dict]):
         grid = np.zeros((n_layers, n_heads))
         for r in rows:
             grid[r["layer"], r["head"]] = r[key]
+        entropy = key == "entropy"  # in nats, unbounded; the shares run from 0 to 1
         image = ax.imshow(
-            grid,
-            cmap="magma" if key == "entropy" else "Blues",
-            aspect="auto",
-            vmin=0,
-            vmax=None if key == "entropy" else 1,
+            grid, cmap="magma" if entropy else "Blues", aspect="auto", vmin=0, vmax=None if entropy else 1
         )
         ax.set_title(title, fontsize=10)
-        ax.set_xlabel("head")
-        ax.set_ylabel("layer")
-        ax.set_xticks(range(n_heads))
-        ax.set_yticks(range(n_layers))
+        ax.set(xlabel="head", ylabel="layer", xticks=range(n_heads), yticks=range(n_layers))
         ax.tick_params(labelsize=7)
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     fig.suptitle("where each head looks (mean over query tokens)")

@@ -1,13 +1,5 @@
 """Per-query differences: each system's value of one metric minus the baseline's, worst to best, as IR papers'
-per-topic plots (matplotlib PNG or a plotly HTML page, by the file's suffix).
-
->>> per_query = {"bm25": {"q1": 0.5, "q2": 1.0, "q3": 0.0}, "dense": {"q1": 1.0, "q2": 0.5, "q3": 0.0}}
->>> [diff] = query_differences(per_query, "bm25", "nDCG@10", pvalues={"dense": 0.75})
->>> diff.qids, diff.deltas.tolist(), (diff.wins, diff.losses, diff.ties)
-(('q2', 'q3', 'q1'), [-0.5, 0.0, 0.5], (1, 1, 1))
->>> diff.title
-'dense vs bm25 · nDCG@10: 1 win, 1 loss, 1 tie · p = 0.7500'
-"""
+per-topic plots (matplotlib PNG or a plotly HTML page, by the file's suffix)."""
 
 from __future__ import annotations
 
@@ -27,11 +19,7 @@ PLOT_FORMATS = {".png": "a picture, by matplotlib", ".html": "an interactive pag
 
 
 def format_p(p: float) -> str:
-    """A p-value to 4 decimals, small ones in scientific notation.
-
-    >>> format_p(0.04321), format_p(0.00002)
-    ('0.0432', '2.0e-05')
-    """
+    """A p-value to 4 decimals, those below 1e-4 in scientific notation."""
     return f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
 
 
@@ -51,17 +39,9 @@ class QueryDifferences:
     p: float | None = None
     p_adjusted: float | None = None
 
-    @property
-    def wins(self) -> int:
-        return int((self.deltas > 0).sum())
-
-    @property
-    def losses(self) -> int:
-        return int((self.deltas < 0).sum())
-
-    @property
-    def ties(self) -> int:
-        return int((self.deltas == 0).sum())
+    wins = property(lambda self: int((self.deltas > 0).sum()))
+    losses = property(lambda self: int((self.deltas < 0).sum()))
+    ties = property(lambda self: int((self.deltas == 0).sum()))
 
     @property
     def title(self) -> str:
@@ -117,13 +97,8 @@ def query_differences(
 
 def comparison_differences(comparison: Mapping) -> list[QueryDifferences]:
     """``query_differences`` of a comparison as the failure report stores it."""
-    return query_differences(
-        comparison["per_query"],
-        comparison["baseline"],
-        comparison["metric"],
-        comparison.get("p"),
-        comparison.get("p_adjusted"),
-    )
+    named = (comparison[key] for key in ("per_query", "baseline", "metric"))
+    return query_differences(*named, comparison.get("p"), comparison.get("p_adjusted"))
 
 
 def _colours(deltas: np.ndarray) -> list[str]:
@@ -132,7 +107,6 @@ def _colours(deltas: np.ndarray) -> list[str]:
 
 def differences_figure(differences: Sequence[QueryDifferences]):
     """One bar chart per system (matplotlib): a bar per query, worst to best, green above, red below."""
-    _check_some(differences)
     fig = new_figure((10, 2.2 + 2.6 * len(differences)))
     axes = fig.subplots(len(differences), 1, squeeze=False)[:, 0]
     for ax, diff in zip(axes, differences, strict=True):
@@ -156,7 +130,6 @@ def differences_plotly(differences: Sequence[QueryDifferences]):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    _check_some(differences)
     # plotly reads its text as HTML: names are escaped
     fig = make_subplots(
         rows=len(differences),
@@ -183,11 +156,6 @@ def differences_plotly(differences: Sequence[QueryDifferences]):
     return fig
 
 
-def _check_some(differences: Sequence[QueryDifferences]) -> None:
-    if not differences:
-        raise CtxirError("no system to draw against the baseline: compare at least two systems")
-
-
 def check_plot_path(path: str | Path, what: str = "plot") -> Path:
     """``path`` when its suffix says a format ``save_differences`` writes; checked before any work."""
     path = Path(path)
@@ -207,7 +175,6 @@ def check_plot_path(path: str | Path, what: str = "plot") -> Path:
 def save_differences(path: str | Path, differences: Sequence[QueryDifferences]) -> Path:
     """Write the figure to ``path``: .png or .html (plotly.js inlined: the page opens offline)."""
     path = check_plot_path(path)
-    _check_some(differences)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix.lower() == ".png":
         save_png(differences_figure(differences), path)

@@ -85,9 +85,7 @@ def projection_figure(
             ax.scatter(
                 xy[marked, 0], xy[marked, 1], s=140, facecolors="none", edgecolors="black", linewidths=1.5
             )
-        ax.set_title(projection_title(method, layer))
-        ax.set_xticks([])
-        ax.set_yticks([])
+        ax.set(title=projection_title(method, layer), xticks=[], yticks=[])
     axes[0][0].legend(fontsize=7, loc="best")
     fig.set_layout_engine("tight")
     return fig
@@ -112,9 +110,7 @@ def curves_figure(curves: dict[str, Sequence[float]], title: str, ylabel: str = 
         ax.plot(range(len(values)), values, marker="o", label=name)
     n = max(len(v) for v in curves.values())
     ax.set_xticks(range(n), ["0\n(emb)"] + [str(i) for i in range(1, n)])
-    ax.set_xlabel("layer")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set(xlabel="layer", ylabel=ylabel, title=title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
     fig.set_layout_engine("tight")
@@ -149,8 +145,7 @@ def heatmap_figure(
     image = ax.imshow(matrix, cmap=style.cmap, vmin=style.vmin, vmax=style.vmax, aspect="auto")
     ax.set_xticks(range(cols), [str(c)[:30] for c in col_labels], rotation=60, ha="right", fontsize=8)
     ax.set_yticks(range(rows), [str(r)[:50] for r in row_labels], fontsize=8)
-    ax.set_xlabel(style.xlabel)
-    ax.set_ylabel(style.ylabel)
+    ax.set(xlabel=style.xlabel, ylabel=style.ylabel)
     if style.annotate if style.annotate is not None else rows * cols <= 200:
         dark_above = (
             np.nanmax(matrix) + np.nanmin(matrix)
@@ -175,10 +170,8 @@ def scores_figure(documents: Sequence[str], columns: dict[str, Sequence[float | 
     for ax, (name, values) in zip(axes[0], shown.items(), strict=True):
         vals = [np.nan if v is None else float(v) for v in values]
         colours = ["tab:green" if v == np.nanmax(vals) else "tab:blue" for v in vals]
-        ax.barh(range(len(vals)), vals, color=colours)
-        for i, v in enumerate(vals):
-            if not np.isnan(v):
-                ax.text(v, i, f" {v:.3f}", va="center", fontsize=8)
+        bars = ax.barh(range(len(vals)), vals, color=colours)
+        ax.bar_label(bars, ["" if np.isnan(v) else f" {v:.3f}" for v in vals], fontsize=8)
         ax.set_title(name, fontsize=10)
         ax.axvline(0, color="gray", lw=0.8)
         ax.grid(axis="x", alpha=0.3)
