@@ -164,10 +164,7 @@ class _ShardJob:
     reference: Any  # a BiEncoder in this process: its fingerprint and dimension are the job's
     plan: list[tuple[int, int, int]]  # (shard, first row, end row)
     digests: list[str]  # each shard's texts_digest
-
-    @property
-    def fingerprint(self) -> str:
-        return encoder_fingerprint(self.reference)
+    fingerprint: str  # encoder_fingerprint(reference)
 
     def say(self, message: str) -> None:
         if self.settings.show_progress:
@@ -232,7 +229,8 @@ def _shard_job(corpus: Corpus, model, folder: Path, settings: ShardingSettings) 
         )
     plan = shard_plan(len(ids), settings.shard_size)
     digests = [texts_digest(ids[a:b], texts[a:b]) for _, a, b in plan]
-    return _ShardJob(folder, ids, texts, settings, worker_model, name, reference, plan, digests)
+    fingerprint = encoder_fingerprint(reference)
+    return _ShardJob(folder, ids, texts, settings, worker_model, name, reference, plan, digests, fingerprint)
 
 
 def _encode_shards(job: _ShardJob, todo: list[tuple[int, int, int]], result: ShardedEncoding) -> None:
