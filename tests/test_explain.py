@@ -179,7 +179,9 @@ def test_a_window_reading_cross_encoder_is_explained_on_the_window_that_scored(t
     assert result["completeness_error"] <= COMPLETENESS_TOLERANCE
     # a corpus document: every window after its title, as score_documents cut it when it ranked the document
     doc = {"title": "Otters", "text": text}
-    full = explain(QUERY, doc_text(doc), bi_encoder=tiny_st, cross_encoder=reranker, title="Otters")
+    full = explain(
+        QUERY, doc_text(doc), bi_encoder=tiny_st, rerankers={"cross-encoder": reranker}, title="Otters"
+    )
     window = full["cross_encoder"]["window"]
     assert window["text"].startswith("Otters ") and window["of"] == 4
     assert full["cross_encoder"]["score"] == pytest.approx(
@@ -314,8 +316,7 @@ def test_explain_json_has_the_issue_keys(tiny_st, tiny_cross_encoder, tiny_cls_l
         QUERY,
         DOC,
         bi_encoder=tiny_st,
-        cross_encoder=CrossEncoderReranker(tiny_cross_encoder),
-        cls_lr=tiny_cls_lr,
+        rerankers={"cross-encoder": CrossEncoderReranker(tiny_cross_encoder), "cls-lr": tiny_cls_lr},
     )
     json.dumps(result, allow_nan=False)  # JSON-able: lists of floats, token strings
     bi = result["bi_encoder"]
@@ -331,7 +332,7 @@ def test_explain_json_has_the_issue_keys(tiny_st, tiny_cross_encoder, tiny_cls_l
 
 
 def test_explain_without_a_cross_encoder_uses_the_cls_lr(tiny_st, tiny_cls_lr):
-    result = explain(QUERY, DOC, bi_encoder=tiny_st, cls_lr=tiny_cls_lr, attention=False)
+    result = explain(QUERY, DOC, bi_encoder=tiny_st, rerankers={"cls-lr": tiny_cls_lr}, attention=False)
     assert result["cross_encoder"]["model_kind"] == "cls-lr"
     only_bi = explain(QUERY, DOC, bi_encoder=tiny_st)
     assert "cross_encoder" not in only_bi and "cls_lr" not in only_bi
@@ -353,7 +354,7 @@ def test_explain_refuses_bad_input(tiny_st, tiny_cross_encoder, kwargs, match):
         "query": QUERY,
         "document": DOC,
         "bi_encoder": tiny_st,
-        "cross_encoder": tiny_cross_encoder,
+        "rerankers": {"cross-encoder": tiny_cross_encoder},
         **kwargs,
     }
     with pytest.raises(CtxirError, match=match):

@@ -209,9 +209,6 @@ def test_a_modular_cross_encoder_is_explained_by_integrated_gradients(modular, t
     gap = ce["score"] - ce["baseline_score"]
     assert sum(ce["attributions"]) == pytest.approx(gap, abs=max(0.01 * abs(gap), 1e-4))
     assert ce["tokens"][ce["sentence_b_start"]] == "the"  # the document's first word
-    # the old keywords still work and give the same answer
-    again = explain(QUERY, document, bi_encoder=tiny_st, cross_encoder=modular, attention=False)
-    assert again["cross_encoder"]["attributions"] == pytest.approx(ce["attributions"])
     with pytest.raises(CtxirError, match="re-ranker 'colbert' is not known"):
         explain(QUERY, document, bi_encoder=tiny_st, rerankers={"colbert": modular})
 

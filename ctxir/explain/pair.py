@@ -15,7 +15,7 @@ from ctxir.explain.integrated_gradients import (
     check_steps,
 )
 from ctxir.explain.rerankers import explainer_for
-from ctxir.rerank.registry import CLS_LR, CROSS_ENCODER, get_reranker
+from ctxir.rerank.registry import get_reranker
 from ctxir.types import CtxirError
 
 
@@ -23,13 +23,11 @@ def explain(
     query: str,
     document: str,
     bi_encoder=DEFAULT_BI_ENCODER,
-    cross_encoder=None,
-    cls_lr=None,
+    rerankers: Mapping[str, object] | None = None,
     n_steps: int = DEFAULT_IG_STEPS,
     max_steps: int = MAX_IG_STEPS,
     baseline: str = "pad",
     attention: bool = True,
-    rerankers: Mapping[str, object] | None = None,
     title: str = "",
 ) -> dict:
     """Explain one (query, document) pair with every model given; a JSON-able dict (the ``/explain`` answer).
@@ -43,8 +41,7 @@ def explain(
         )
     check_steps(n_steps, max_steps)
     check_choice(baseline, "baseline", BASELINES)
-    named = [(CROSS_ENCODER.name, cross_encoder), (CLS_LR.name, cls_lr), *(rerankers or {}).items()]
-    given = {kind: model for kind, model in named if model is not None}
+    given = {kind: model for kind, model in (rerankers or {}).items() if model is not None}
     kinds = [get_reranker(kind) for kind in given]  # an unknown kind fails before any model runs
     options = {"n_steps": n_steps, "max_steps": max_steps, "baseline": baseline}
     result = {
