@@ -208,17 +208,16 @@ def read_json(path: str | Path, strict: bool = True) -> dict | list:
         return {}
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        if not strict:
-            return {}
-        raise CtxirError(f"{str(path)!r} is not valid JSON ({err}): re-save the model folder") from err
-    if not isinstance(value, dict | list):
-        if not strict:
-            return {}
-        raise CtxirError(
-            f"{str(path)!r} holds {type(value).__name__}, not a JSON object or list: re-save the model folder"
+        problem = (
+            None
+            if isinstance(value, dict | list)
+            else f"holds {type(value).__name__}, not a JSON object or list"
         )
-    return value
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        problem = f"is not valid JSON ({err})"
+    if problem and strict:
+        raise CtxirError(f"{str(path)!r} {problem}: re-save the model folder")
+    return {} if problem else value
 
 
 @contextlib.contextmanager

@@ -1,9 +1,5 @@
-"""Model cards rendered from a run's ``metrics.json`` with ``model_cards/<type>.md`` and ``ModelCard.from_template``,
-and ``check_card``, which refuses a card that disagrees with its ``metrics.json`` or whose figures mislead.
-
-Not sentence-transformers' own card: its ``model-index`` holds the trainer's dev-set numbers, not the test-set
-evaluations beside their anchors, it knows no dataset licenses, and the CLS-LR ranker has none.
-"""
+"""Model cards rendered from a run's ``metrics.json`` with ``model_cards/<type>.md``, and ``check_card``, which
+refuses a card that disagrees with it (sentence-transformers' own card knows no test-set anchors or data licenses)."""
 
 from __future__ import annotations
 
@@ -70,7 +66,7 @@ def eval_results(metrics: dict) -> list:
                 task_type=task_type,
                 task_name=task_name,
                 dataset_type=info.hub_id if info and info.hub_id else slug(e["dataset"]),
-                dataset_name=info.pretty if info else display_name(e["dataset"]),
+                dataset_name=display_name(e["dataset"]),
                 dataset_split=str(e["split"]),
                 metric_type=slug(e["metric"]),
                 # one dataset/split can carry several configurations (first stage alone, re-ranked) of a metric
@@ -103,18 +99,12 @@ def card_data(metrics: dict, inputs: CardInputs):
 
     model_type = MODEL_TYPES[metrics["model_type"]]
     lic, _ = training_license(metrics, inputs.base_license)
-    train = [d for d in metrics["datasets"] if d.get("role") == "train"]
-    hub_datasets = []
-    for d in train:
-        info = dataset_info(d["name"])
-        if info and info.hub_id and info.hub_id not in hub_datasets:
-            hub_datasets.append(info.hub_id)
-    tags = [
-        *model_type.tags,
-        "ctxir",
-        *(("ctxir-adapt", "unsupervised-domain-adaptation") if metrics.get("adapt") else ()),
-        *(dataset_info(d["name"]).key for d in train if dataset_info(d["name"])),
+    train = [
+        info for d in metrics["datasets"] if d.get("role") == "train" and (info := dataset_info(d["name"]))
     ]
+    hub_datasets = list(dict.fromkeys(info.hub_id for info in train if info.hub_id))
+    adapt_tags = ("ctxir-adapt", "unsupervised-domain-adaptation") if metrics.get("adapt") else ()
+    tags = [*model_type.tags, "ctxir", *adapt_tags, *(info.key for info in train)]
     kwargs = {"license_name": lic.slug, "license_link": lic.link} if lic.hub_id == "other" else {}
     return ModelCardData(
         language=inputs.language,
@@ -232,11 +222,10 @@ def _template_context(metrics: dict, inputs: CardInputs) -> dict:
     training = metrics["training"]
     rows = []
     for e in ordered_evaluations(metrics):
-        info = dataset_info(e["dataset"])
         delta = None if e.get("before") is None else e["after"] - e["before"]
         rows.append(
             {
-                "dataset": info.pretty if info else display_name(e["dataset"]),
+                "dataset": display_name(e["dataset"]),
                 "split": e["split"],
                 "task": e["task"],
                 "metric": e["metric"],
@@ -253,7 +242,11 @@ def _template_context(metrics: dict, inputs: CardInputs) -> dict:
             }
         )
     datasets = []
-    citations = [licenses.SBERT_CITATION] if MODEL_TYPES[metrics["model_type"]].sentence_transformers else []
+    citations = (
+        [licenses.SBERT_CITATION]
+        if MODEL_TYPES[metrics["model_type"]].library == SENTENCE_TRANSFORMERS
+        else []
+    )
     for d in metrics["datasets"]:
         info = dataset_info(d["name"])
         lic_d = licenses.parse_license(d.get("license"))
@@ -445,20 +438,14 @@ def check_card(card_path: str | Path, metrics: dict, base_license: tuple[str, Li
                 f"model-index leads with {results[0].metric_name!r} = {results[0].metric_value!r}; metrics.json's "
                 f"lead figure is {lead[0].metric_name!r} = {lead[0].metric_value!r}"
             )
-    problems += [
-        f"model-index lacks {k[4]!r} on {k[1]} {k[2]} (metrics.json has {expected[k]!r})"
-        for k in expected.keys() - found.keys()
-    ]
-    problems += [
-        f"model-index has {k[4]!r} on {k[1]} {k[2]} = {found[k]!r}, which metrics.json lacks"
-        for k in found.keys() - expected.keys()
-    ]
-    for key in expected.keys() & found.keys():
-        if not isinstance(found[key], (int, float)) or float(found[key]) != float(expected[key]):
-            problems.append(
-                f"model-index says {key[4]!r} on {key[1]} {key[2]} = {found[key]!r} but metrics.json "
-                f"says {expected[key]!r}"
-            )
+    for k in expected.keys() | found.keys():
+        where = f"{k[4]!r} on {k[1]} {k[2]}"
+        if k not in found:
+            problems.append(f"model-index lacks {where} (metrics.json has {expected[k]!r})")
+        elif k not in expected:
+            problems.append(f"model-index has {where} = {found[k]!r}, which metrics.json lacks")
+        elif not isinstance(found[k], (int, float)) or float(found[k]) != float(expected[k]):
+            problems.append(f"model-index says {where} = {found[k]!r} but metrics.json says {expected[k]!r}")
     for e in metrics["evaluations"]:
         if format_number(float(e["after"])) not in card.text:
             problems.append(

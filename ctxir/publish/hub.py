@@ -1,17 +1,8 @@
-"""``ctxir hub``: push a training output to the Hugging Face Hub (stage → validate → upload), or validate a folder.
-
-    ctxir hub push --model-dir outputs/bi-encoder --repo-id you/minilm-scifact-bi-encoder --dry-run
-    ctxir hub push --model-dir outputs/bi-encoder --repo-id you/minilm-scifact-bi-encoder [--private]
-    ctxir hub push --model-dir runs/lisa-adapted --repo-id you/minilm-lisa-adapted --corpus-license cc-by-4.0 \
-        [--evaluation results/lisa-adapted.json] --dry-run
-    ctxir hub validate --folder outputs/hub/you--minilm-scifact-bi-encoder
-
-``--dry-run`` (and an upload that cannot happen) leaves the validated folder and prints the ``hf upload`` command.
-"""
+"""``ctxir hub push|validate``: stage, validate and upload a training output to the Hugging Face Hub; ``--dry-run``
+(or an upload that cannot happen) leaves the validated folder and prints the ``hf upload`` command."""
 
 from __future__ import annotations
 
-import functools
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -75,13 +66,12 @@ def push(
             create_pr=create_pr,
             commit_message=message,
         )
-    except (HfHubHTTPError, OfflineModeIsEnabled, OSError) as err:
+    except Exception as err:  # the Hub's HTTP errors, and transport errors (httpx and the like)
         reason = str(err).replace(token, "hf_***")
-        raise PublishError(f"uploading to {repo_id!r} failed: {reason}. {later}") from None
-    except Exception as err:  # httpx transport errors and the like: same outcome for the user
-        if not type(err).__module__.startswith(("httpx", "httpcore", "requests", "urllib3")):  # httpx2 too
+        if isinstance(err, (HfHubHTTPError, OfflineModeIsEnabled, OSError)):
+            raise PublishError(f"uploading to {repo_id!r} failed: {reason}. {later}") from None
+        if not type(err).__module__.startswith(("httpx", "httpcore", "requests", "urllib3")):
             raise
-        reason = str(err).replace(token, "hf_***")
         raise PublishError(
             f"the Hub could not be reached ({type(err).__name__}: {reason}). {later}"
         ) from None
@@ -132,9 +122,7 @@ def _summary(report: StagedRepo) -> str:
         f"  card: license {report.license}, {report.eval_count} evaluation(s) from {METRICS_FILE}",
     ]
     if report.skipped:
-        shown = report.skipped[:8] + (
-            [f"... {len(report.skipped) - 8} more"] if len(report.skipped) > 8 else []
-        )
+        shown = report.skipped[:8] + [f"... {len(report.skipped) - 8} more"] * (len(report.skipped) > 8)
         lines.append(f"  left out (not part of the published model): {', '.join(shown)}")
     lines.append(
         "  validated: no pickle, card matches metrics.json, loads back"
@@ -155,18 +143,17 @@ def run_push(args: PushArgs) -> int:
         evaluation=args.evaluation or None,
     )
     print(_summary(report))
-    upload = functools.partial(
-        push, report.folder, report.repo_id, args.private, args.revision or None, args.create_pr
-    )
-    message = args.commit_message or None
-    if args.dry_run:
-        print(f"dry run: nothing uploaded. To publish:\n  {upload(message, dry_run=True)}")
-        return 0
+    options = {"revision": args.revision or None, "create_pr": args.create_pr, "dry_run": args.dry_run}
     try:
-        url = upload(message)
+        url = push(
+            report.folder, report.repo_id, args.private, commit_message=args.commit_message or None, **options
+        )
     except PublishError as err:
         print(f"error: {err}", file=sys.stderr)
         return 3
+    if args.dry_run:
+        print(f"dry run: nothing uploaded. To publish:\n  {url}")
+        return 0
     print(f"pushed: {url}\n  download: hf download {report.repo_id} --local-dir DIR")
     return 0
 

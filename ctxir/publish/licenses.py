@@ -122,13 +122,6 @@ def combine_licenses(sources: Sequence[tuple[str, License]]) -> tuple[License, s
     return chosen, allowed_use(sources)
 
 
-def license_file(sources: Sequence[tuple[str, License]]) -> str:
-    """``LICENSE_FILE``'s text: each source with its terms and link, then what they allow together."""
-    lines = ["# Terms of this model's training sources", ""]
-    lines += [f"- {what}: {lic.name}" + (f" ({lic.link})" if lic.link else "") for what, lic in sources]
-    return "\n".join([*lines, "", allowed_use(sources), ""])
-
-
 # a split name a training script writes → what the card's Data table says of it
 SPLIT_NAMES = {
     "train-silver": "train sentences re-paired, silver labels (a teacher bi-encoder's cosine on the gold "

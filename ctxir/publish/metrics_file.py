@@ -14,9 +14,9 @@ from ctxir.files import write_json
 from ctxir.publish.licenses import (
     KNOWN_LICENSE_EXAMPLES,
     License,
+    allowed_use,
     combine_licenses,
     dataset_info,
-    license_file,
     parse_license,
 )
 from ctxir.publish.model_types import MODEL_TYPES
@@ -151,8 +151,10 @@ def training_license(metrics: dict, base_license: tuple[str, License] | None = N
 
 
 def license_text(metrics: dict, base_license: tuple[str, License] | None = None) -> str:
-    """The text of the repo's ``LICENSE_FILE``: each training source's terms and what they allow together."""
-    return license_file(training_sources(metrics, base_license))
+    """The text of the repo's ``LICENSE_FILE``: each training source's terms and link, then what they allow together."""
+    sources = training_sources(metrics, base_license)
+    lines = [f"- {what}: {lic.name}" + (f" ({lic.link})" if lic.link else "") for what, lic in sources]
+    return "\n".join(["# Terms of this model's training sources", "", *lines, "", allowed_use(sources), ""])
 
 
 def _training_rows(metrics: dict) -> list[tuple[dict, License | None, Any]]:

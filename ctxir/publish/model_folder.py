@@ -85,9 +85,7 @@ def stored_base_license(folder: Path, model_type: str, metrics: dict) -> tuple[s
 def model_facts(folder: str | Path, model_type: str) -> dict:
     """What the card's prose and usage snippets need to know about the model, read by loading it."""
     folder = Path(folder)
-    result = read_json(
-        folder / "evaluation.json"
-    )  # the suite's figures and the commands that wrote them, in order
+    result = read_json(folder / "evaluation.json")  # the suite's figures and the commands that wrote them
     result = result if isinstance(result, dict) else {}
     commands = result.get("commands") or ([result["command"]] if result.get("command") else [])
     try:

@@ -28,10 +28,6 @@ class ModelType:
     library = SENTENCE_TRANSFORMERS  # the card's library_name
     carries_base = False  # staging copies in the encoder it reads features from
 
-    @property
-    def sentence_transformers(self) -> bool:
-        return self.library == SENTENCE_TRANSFORMERS
-
     def pipeline_tag(self, facts: Mapping) -> str:
         """The Hub task, from the model's facts; CLS-LR scores (query, document) pairs: text-ranking on the Hub."""
         return "text-ranking"
@@ -112,9 +108,7 @@ class CrossEncoderType(ModelType):
             "ctxir_modules": is_ctxir_modular(folder),
             "modules": " → ".join(type(m).__name__ for m in model),
             "term_match": any(getattr(m, "term_match", False) for m in model),
-            "trained_layers": (
-                f"{top['trained_from_layer']}–{top['num_hidden_layers'] - 1}" if top else None
-            ),
+            "trained_layers": f"{top['trained_from_layer']}–{top['num_hidden_layers'] - 1}" if top else None,
             "fusion": read_json(folder / "fusion.json") or None,
             "tie_break_weight": TIE_BREAK_WEIGHT,
             "passages": read_json(folder / "passages.json") or None,

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ctxir.adapt.work import RECORD_FILE
-from ctxir.encoders.models import load_transformer, resolve_model
+from ctxir.encoders.models import is_adapter, load_transformer, resolve_model
 from ctxir.files import (
     disk_full,
     is_disk_full,
@@ -71,6 +71,17 @@ def _matches(name: str, patterns) -> bool:
 
 def _files(folder: Path) -> list[str]:
     return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+
+
+def _check_model_type(folder: Path, metrics: dict) -> str:
+    model_type, found = metrics["model_type"], model_folder.detect_model_type(folder)
+    if found != model_type:
+        raise CtxirError(
+            f"{METRICS_FILE} says model_type {model_type!r} but {str(folder)!r} holds "
+            f"{'a ' + found if found else 'no model sentence-transformers or ctxir can load'}: "
+            "point --model-dir at the folder the training script saved"
+        )
+    return model_type
 
 
 def check_repo_id(repo_id: str) -> str:
@@ -137,15 +148,8 @@ def stage(
                     f"whose {METRICS_FILE} states its data's licenses and its evaluations: leave {flag} out"
                 )
         metrics = load_metrics(src)
-    model_type = metrics["model_type"]
+    model_type = _check_model_type(src, metrics)
     carries_base = MODEL_TYPES[model_type].carries_base
-    found = model_folder.detect_model_type(src)
-    if found != model_type:
-        raise CtxirError(
-            f"{METRICS_FILE} says model_type {model_type!r} but {str(src)!r} holds "
-            f"{'a ' + found if found else 'no model sentence-transformers or ctxir can load'}: "
-            "point --model-dir at the folder the training script saved"
-        )
     # a model that carries its base (CLS-LR): that encoder's folder, whose license is the base's; a bundled
     # encoder (".") left its metrics.json behind: ask the base the run names
     base_dir, base_name = model_folder.cls_lr_base_dir(src) if carries_base else (None, "")
@@ -171,19 +175,15 @@ def stage(
         else:
             kept.append(rel.as_posix())
     refuse_pickles(src, kept)
-    for fig in figures:
+    # <model-dir>/figures/*, figures beside the model, and any passed explicitly
+    found = [
+        *(p for p in src.iterdir() if p.suffix.lower() in FIGURE_SUFFIXES),
+        *(src / FIGURES_DIR).glob("*"),
+    ]
+    for fig in [*figures, *found]:
         if not Path(fig).expanduser().is_file() or Path(fig).suffix.lower() not in FIGURE_SUFFIXES:
-            raise CtxirError(f"--figures {fig!r} is not a {'/'.join(FIGURE_SUFFIXES)} file")
-    figure_paths = sorted(
-        {
-            *(p for p in src.iterdir() if p.suffix.lower() in FIGURE_SUFFIXES),
-            *((src / FIGURES_DIR).glob("*") if (src / FIGURES_DIR).is_dir() else ()),
-            *(Path(f).expanduser().resolve() for f in figures),
-        }
-    )
-    for fig in figure_paths:
-        if not fig.is_file() or fig.suffix.lower() not in FIGURE_SUFFIXES:
-            raise CtxirError(f"figure {str(fig)!r} is not a {'/'.join(FIGURE_SUFFIXES)} file")
+            raise CtxirError(f"--figures {str(fig)!r} is not a {'/'.join(FIGURE_SUFFIXES)} file")
+    figure_paths = sorted({*found, *(Path(f).expanduser().resolve() for f in figures)})
 
     # 3. an empty staging folder, marked as ctxir's (a previous staging there is replaced, anything else refused),
     # assembled beside the destination and swapped in whole: a full disk or a kill leaves the previous staging
@@ -205,7 +205,7 @@ def stage(
         write_json(work / STAGING_MARKER, {"source": str(src), "repo_id": repo_id}, indent=None)
 
         # 4. copy the model; an adapter, or ctxir's heads, over a base only ctxir resolves: merged, the full body
-        merged = not carries_base and standalone.needs_standalone(src)
+        merged = not carries_base and (standalone.has_ctxir_heads(src) or is_adapter(src))
         if carries_base:
             _stage_cls_lr(src, work, base_dir, base_license)
         elif merged:
@@ -225,7 +225,7 @@ def stage(
         if adapted:
             write_json(work / RECORD_FILE, metrics["adapt"])  # the side file's copy, the corpus by name only
 
-        # 5. figures: <model-dir>/figures/*, figures beside the model, and any passed explicitly
+        # 5. the figures
         for fig in figure_paths:
             (work / FIGURES_DIR).mkdir(exist_ok=True)
             shutil.copy2(fig, work / FIGURES_DIR / fig.name)
@@ -329,12 +329,7 @@ def validate(
         raise CtxirError(f"{str(folder)!r} has no .safetensors weights")
     # 3. the card agrees with metrics.json
     metrics = load_metrics(folder)
-    model_type = metrics["model_type"]
-    found = model_folder.detect_model_type(folder)
-    if found != model_type:
-        raise CtxirError(
-            f"{METRICS_FILE} says {model_type!r} but {str(folder)!r} holds {found or 'no known model'}"
-        )
+    model_type = _check_model_type(folder, metrics)
     if base_license is False:
         base_license = model_folder.stored_base_license(folder, model_type, metrics)
     meta = check_card(folder / model_folder.README, metrics, base_license)

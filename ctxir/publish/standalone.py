@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from ctxir.encoders import reranker_heads
-from ctxir.encoders.models import HUB_MODULE_FILE, is_adapter, is_ctxir_modular, load_cross_encoder
+from ctxir.encoders.models import HUB_MODULE_FILE, is_ctxir_modular, load_cross_encoder
 from ctxir.files import disk_full, is_disk_full, read_json, write_json
 from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS
 from ctxir.types import CtxirError
@@ -26,11 +26,6 @@ REPLACED_FILES = ("ctxir_top_layers.json", "top_layers.safetensors", "adapter_co
 REPLACED_FILES += ("adapter_model.safetensors", "sentence_bert_config.json", "config.json", "checksums.json")
 REPLACED_FILES += ("metrics.json", "special_tokens_map.json", "vocab.txt")
 SNIPPET_TIMEOUT_S = 600
-
-
-def needs_standalone(folder: Path) -> bool:
-    """A model saved in a form only ctxir loads alone: ctxir's heads in modules.json, or a PEFT adapter."""
-    return has_ctxir_heads(folder) or is_adapter(folder)
 
 
 def has_ctxir_heads(folder: Path) -> bool:
@@ -137,31 +132,15 @@ def lay_into_hf_cache(
 
 
 # A sitecustomize.py on PYTHONPATH: from interpreter start, `import ctxir` fails as where it is not installed.
-CTXIR_BLOCKER = """import sys
-
-
-class NoCtxir:
-    \"\"\"ctxir is not installed here: any import of it fails as it would.\"\"\"
-
-    @staticmethod
-    def find_spec(name, path=None, target=None):
-        if name == "ctxir" or name.startswith("ctxir."):
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-
-sys.meta_path.insert(0, NoCtxir)
-"""
+CTXIR_BLOCKER = 'import sys\n\nsys.modules["ctxir"] = None  # ModuleNotFoundError on import\n'
 # Runs a card's blocks, each in a fresh namespace: first those that do not import ctxir, with the blocker above in
 # place since interpreter start; then, the blocker lifted, those that do (a user with ctxir installed).
 SNIPPET_RUNNER = """import json, sys, traceback
 
-import sitecustomize
-
 blocks = json.loads(open(sys.argv[1], encoding="utf-8").read())
 for block in sorted(blocks, key=lambda b: b["ctxir"]):
-    if block["ctxir"] and sitecustomize.NoCtxir in sys.meta_path:
-        sys.meta_path.remove(sitecustomize.NoCtxir)
+    if block["ctxir"] and sys.modules.get("ctxir", 0) is None:
+        del sys.modules["ctxir"]  # the blocker lifted
     try:
         exec(compile(block["code"], f"<card block #{block['number']}>", "exec"), {"__name__": "__main__"})
     except SystemExit as stop:
