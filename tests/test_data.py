@@ -10,8 +10,6 @@ from pathlib import Path
 import pytest
 
 from ctxir.data import (
-    NliPair,
-    SickPair,
     load_beir,
     load_corpus,
     load_corpus_any,
@@ -22,6 +20,7 @@ from ctxir.data import (
     load_sts,
     load_user_corpus,
 )
+from ctxir.data.sentence_pairs import NliPair, SickPair
 from ctxir.types import CtxirError
 from tests.conftest import SHARED_DATA as DATA
 
@@ -428,7 +427,7 @@ def test_real_jsonl_roundtrip_sample(data: Path) -> None:
 
 
 def test_load_pairs_tsv_and_jsonl(tmp_path):
-    from ctxir.data import load_pairs
+    from ctxir.data.sentence_pairs import load_pairs
 
     (tmp_path / "p.jsonl").write_text(
         '{"query": "a short one", "target": "a much longer original sentence"}\n\n'

@@ -34,19 +34,9 @@ class AdaptArgs:
     model: str = flag(DEFAULT_BI_ENCODER, "the bi-encoder to adapt (id or folder)")
     query_prompt: str | None = flag(None, "text before each query: default --model's own; '' for none")
     document_prompt: str | None = flag(None, "text before each document: default --model's own; '' for none")
-    teacher: str = flag(
-        COMPLEMENT_TEACHER,
-        "'complement' = the base's cosine + BM25 (the cosine alone on BM25-mined negatives); a cross-encoder id "
-        "or folder, or '' for the shipped one: its score margins label the negatives (MarginMSELoss)",
-    )
-    query_kinds: str = flag(
-        ",".join(QUERY_KINDS), "pseudo-queries: a list of title, sentence, span, generated"
-    )
-    generator: str = flag(
-        "",
-        "experimental: the doc2query model (Hub id such as macavaney/doc2query-t5-base-msmarco, or a folder) that "
-        "writes --query-kinds generated: one query for each of --max-queries random documents (0: all, per doc)",
-    )
+    teacher: str = flag(COMPLEMENT_TEACHER, "complement (cosine+BM25), a cross-encoder, or '' (shipped one)")
+    query_kinds: str = flag(",".join(QUERY_KINDS), "pseudo-queries: title, sentence, span, generated")
+    generator: str = flag("", "experimental: a doc2query model (Hub id or folder) for generated queries")
     queries_per_doc: int = flag(3, "pseudo-queries cut from each document, at most")
     max_queries: int = flag(2000, "pseudo-queries kept, drawn across the corpus (0 = all)")
     negatives: int = flag(1, "mined negatives per query (BM25 and dense in turn)")
@@ -70,8 +60,7 @@ class AdaptArgs:
     quiet: bool = flag(False, "no progress bars")
 
 
-def _say(text: str) -> None:
-    print(text, flush=True)
+_say = functools.partial(print, flush=True)
 
 
 # what the work files and the adapter do not depend on
@@ -152,9 +141,7 @@ def run(args: AdaptArgs) -> dict:
     settings = {"corpus_fingerprint": corpus_fingerprint(corpus), **shaping}
     done = folder.record_json()
     if done.get("complete") and done.get("settings") == settings and not args.overwrite:
-        _say(
-            f"   {args.output!r} already holds this adapter, complete: nothing to do (--overwrite starts again)"
-        )
+        _say(f"   {args.output!r} holds this adapter, complete: nothing to do (--overwrite starts again)")
         return done
     continued = folder.start(settings, args.overwrite)
     _say(f"   {len(corpus):,} documents" + ("; continuing the run in --output" if continued else ""))
@@ -243,9 +230,7 @@ def _adapt(args, corpus, settings, folder: WorkDir, deadline, marks: dict[str, f
         )
     scale = train.teacher_scale(model, rows, seed=args.seed)
     rows["label"] = [scale * label for label in rows["label"]]
-    _say(
-        f"5. Training a LoRA adapter (rank {args.lora_rank}) with margin-mse on {len(rows['anchor']):,} rows"
-    )
+    _say(f"5. Training a LoRA adapter (rank {args.lora_rank}), MarginMSE, on {len(rows['anchor']):,} rows")
     trained = train.train_adapter(model, rows, plan, folder.checkpoints, deadline)
     marks["train"] = time.monotonic()
     if trained["stopped_by_budget"]:
@@ -300,9 +285,7 @@ def _generated(args, corpus: Corpus, show: bool) -> dict[str, list[str]]:
     if args.max_queries and args.max_queries < len(doc_ids):
         doc_ids = sorted(random.Random(args.seed).sample(doc_ids, args.max_queries))
     per_doc = 1 if args.max_queries else args.queries_per_doc
-    _say(
-        f"   generating {per_doc} quer{'y' if per_doc == 1 else 'ies'} for each of {len(doc_ids):,} documents"
-    )
+    _say(f"   generating {per_doc} quer{'y' if per_doc == 1 else 'ies'} for each of {len(doc_ids):,} docs")
     from tqdm.auto import tqdm
 
     bar = functools.partial(tqdm, desc="   generating", unit="batch") if show else None

@@ -16,7 +16,7 @@ SEQ2SEQ_EXAMPLE = "macavaney/doc2query-t5-base-msmarco"
 
 
 def load_generator(source: str | Path) -> tuple[torch.nn.Module, object]:
-    """(model in eval mode, tokenizer) of a sequence-to-sequence doc2query model (Hub id or folder), safetensors only."""
+    """(model in eval mode, tokenizer) of a doc2query model (Hub id or folder), safetensors only."""
     from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
 
     from ctxir.encoders.models import resolve_model
@@ -52,8 +52,7 @@ def generate_queries(
     top_p: float = 0.95,
     show: Callable | None = None,
 ) -> list[list[str]]:
-    """``per_text`` seeded top-p samples (GPL's settings) for each of ``texts``, leaving torch's random state as it
-    was; ``show`` wraps the batches."""
+    """``per_text`` seeded top-p samples (GPL's) per text; torch's random state is left as it was."""
     generator = torch.Generator().manual_seed(seed)
     device = next(model.parameters()).device
     batches = range(0, len(texts), batch_size)

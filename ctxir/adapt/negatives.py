@@ -32,8 +32,7 @@ def mine_negatives(
     seed: int = 42,
     show_progress: bool = True,
 ) -> list[dict]:
-    """One row per query: ``{"qid", "negatives": [[doc_id, source], ...]}``, ``per_query`` negatives drawn at random
-    from the top ``depth`` of BM25 and of ``encoder``'s dense ranking in turn (never its own document, never twice)."""
+    """Per query ``{"qid", "negatives": [[doc_id, source], ...]}``, from BM25's and dense's top ``depth`` in turn."""
     from ctxir.retrieval import BM25Retriever, DenseRetriever
 
     texts = {q.qid: q.text for q in queries}
@@ -71,8 +70,7 @@ def teacher_scores(
     chunk: int = 32,
     show_progress: bool = True,
 ) -> dict[str, list[float]]:
-    """{qid: [teacher score of (query, positive), of (query, negative 1), ...]}, appended to ``labels_path`` chunk by
-    chunk (a rerun scores what is missing); ``BudgetReached`` after the chunk that passes ``deadline``."""
+    """{qid: [score of the positive, of each negative]}, appended to ``labels_path`` by chunks a rerun continues."""
     done = {row["qid"]: row["scores"] for row in read_jsonl(labels_path)} if labels_path.is_file() else {}
     by_qid = {q.qid: q for q in queries}
     todo = [row for row in negatives if row["negatives"] and row["qid"] not in done]
@@ -104,8 +102,7 @@ def scored_texts(query: PseudoQuery, row: dict, corpus: Corpus) -> tuple[str, li
 
 
 class HybridTeacher:
-    """``w_dense * cos_base + w_bm25 * bm25``, each weight 1 / the std of its margins (``calibrate``); BM25-mined
-    negatives labelled by the cosine alone. BM25 computed here: a positive is its document less the query."""
+    """``w_dense * cos_base + w_bm25 * bm25`` (BM25 computed here: a positive is its document less the query)."""
 
     def __init__(self, corpus: Corpus, encoder, show_progress: bool = False):
         import Stemmer
@@ -142,8 +139,7 @@ class HybridTeacher:
         return scores
 
     def parts(self, groups: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
-        """Per group a (len(texts), 2) array: the base's cosine and BM25 of each text; the queries encoded in one batch
-        (after the query prompt), every text in another (after the document prompt)."""
+        """Per group a (len(texts), 2) array: the base's cosine (queries and texts each encoded in one batch), BM25."""
         queries = self.encoder.encode([query for query, _ in groups], show_progress_bar=False, role="query")
         flat = [text for _, texts in groups for text in texts]
         vectors = self.encoder.encode(flat, show_progress_bar=False, role="document")  # (sum of texts, D)
@@ -155,8 +151,7 @@ class HybridTeacher:
         return found
 
     def calibrate(self, groups: Sequence[tuple[str, Sequence[str]]]) -> tuple[float, float]:
-        """The weights: 1 / std of each part's margins (text 0, the positive, minus each other text) over ``groups``;
-        a part whose margins do not vary gets weight 0."""
+        """The weights: 1 / std of each part's margins (the positive's minus each other's); 0 if they never vary."""
         margins = np.concatenate([p[0] - p[1:] for p in self.parts(groups) if len(p) > 1])  # (rows, 2)
         spread = margins.std(axis=0) if len(margins) else np.zeros(2)
         self.weights = tuple(float(1 / s) if s > 0 else 0.0 for s in spread)
@@ -165,8 +160,7 @@ class HybridTeacher:
     def score_groups(
         self, groups: Sequence[tuple[str, Sequence[str]]], sources: Sequence[Sequence[str]]
     ) -> list[np.ndarray]:
-        """Per group the (len(texts),) weighted sums; a negative BM25 mined (``sources``: each one's mining source)
-        gets the positive's BM25, so its label (a margin) is the cosine's alone."""
+        """Per group the (len(texts),) weighted sums; a BM25-mined negative gets the positive's BM25 (cosine alone)."""
         if self.weights is None:
             raise RuntimeError("HybridTeacher.calibrate must run before score_groups")
         parts = self.parts(groups)

@@ -58,8 +58,7 @@ def pseudo_queries(
     seed: int = 42,
     generated: dict[str, list[str]] | None = None,
 ) -> list[PseudoQuery]:
-    """Up to ``per_doc`` queries from each document, one of each of ``kinds`` in turn, then at most ``max_queries``
-    (0 = all) drawn at random across documents; seeded. ``generated``: doc_id → a generator's queries for it."""
+    """Up to ``per_doc`` queries per document, ``kinds`` in turn, then ``max_queries`` (0 = all) drawn; seeded."""
     for kind in kinds:
         if kind not in ALL_KINDS:
             raise CtxirError(

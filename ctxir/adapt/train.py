@@ -124,8 +124,7 @@ class BudgetCallback(TrainerCallback):
 
 
 def train_adapter(model, rows: dict[str, list], plan: TrainPlan, checkpoints: Path, deadline):
-    """Train ``model``'s adapter on ``rows`` (MarginMSELoss on the teacher's margins), resuming from ``checkpoints``;
-    → what happened."""
+    """Train ``model``'s adapter on ``rows`` (MarginMSELoss), resuming from ``checkpoints``; → what happened."""
     from datasets import Dataset
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.sentence_transformer.losses import MarginMSELoss

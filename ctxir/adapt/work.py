@@ -56,8 +56,7 @@ class WorkDir:
         return json.loads(self.record.read_text(encoding="utf-8")) if self.record.is_file() else {}
 
     def start(self, settings: dict, overwrite: bool) -> bool:
-        """Claim the folder for a run with ``settings``; True when earlier work is continued. Another run's folder is
-        refused unless ``overwrite``; where only training settings differ, just the checkpoints are dropped."""
+        """Claim the folder for a run with ``settings``; True when earlier work is continued."""
         if self.root.exists() and not self.root.is_dir():
             raise CtxirError(
                 f"--output {str(self.root)!r} is a file: give a folder (it is created if absent)"

@@ -7,11 +7,6 @@ from ctxir.classify.classifiers import (  # noqa: F401 -- public API
     LogRegClassifier,
     Prediction,
     ZeroShotClassifier,
-    encode,
-    evaluate_predictions,
-    label_vectors_for,
     make_classifier,
     sample_per_class,
-    select_zero_shot,
-    word_projection,
 )

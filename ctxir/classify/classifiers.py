@@ -54,8 +54,7 @@ def encode(encoder, texts: Sequence[str]) -> np.ndarray:
 def top_neighbours(
     queries: np.ndarray, reference: np.ndarray, k: int, block: int = 1024
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(indices, similarities), each (n, k), of each query's k most similar reference rows, most similar first (equal
-    ones in row order); ``block`` queries at a time (7,600 × 8,000 at once is 240 MB)."""
+    """(indices, similarities), each (n, k), of the k most similar reference rows, most similar (then first) first."""
     k = min(k, reference.shape[0])
     indices = np.empty((queries.shape[0], k), dtype=np.int64)
     sims = np.empty((queries.shape[0], k), dtype=np.float32)
@@ -77,9 +76,7 @@ def knn_scores(
     k: int,
     weights: str = "uniform",
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(votes, similarity sums), each (n, n_classes): each class's share of the k nearest examples (``distance``:
-    of their weights 1 / cosine distance, as scikit-learn's), and its neighbours' summed cosine, which breaks ties.
-    """
+    """(votes, similarity sums), each (n, classes): each class's share of the k nearest, and their summed cosine (ties)."""
     if weights not in WEIGHTS:
         raise CtxirError(f"weights {weights!r} is not known: use one of {', '.join(map(repr, WEIGHTS))}")
     return _neighbour_votes(*top_neighbours(queries, reference, k), reference_labels, n_classes, weights)
@@ -111,10 +108,7 @@ def choose_k(
     weights: str = "uniform",
     seed: int = 0,
 ) -> tuple[int, list[dict]]:
-    """(the k, every candidate's scores): the k of ``candidates`` with the best accuracy in stratified ``folds``-fold
-    cross-validation on training ``embeddings``. Ties keep the smallest k; a k above a fold's training rows is not
-    tried; a class with fewer than ``folds`` examples lowers the folds to its count.
-    """
+    """(the k with the best stratified cross-validation accuracy on training data, smallest of equals; every k's)."""
     from sklearn.metrics import f1_score
     from sklearn.model_selection import StratifiedKFold
 
@@ -159,8 +153,7 @@ def choose_k(
 
 
 def fit_projection(sentence_vectors: np.ndarray, word_vectors: np.ndarray, ridge: float = 1.0) -> np.ndarray:
-    """Davison's label projection Z, (D, d): argmin ‖S Z − W‖² + ridge ‖Z‖², S (V, D) the words' sentence embeddings,
-    W (V, d) their word vectors; closed form (SᵀS + ridge·I)⁻¹ SᵀW."""
+    """Davison's label projection Z (D, d) = argmin ‖S Z − W‖² + ridge ‖Z‖² = (SᵀS + ridge·I)⁻¹ SᵀW."""
     s = np.asarray(sentence_vectors, dtype=np.float64)
     w = np.asarray(word_vectors, dtype=np.float64)
     return np.linalg.solve(s.T @ s + ridge * np.eye(s.shape[1]), s.T @ w).astype(np.float32)
@@ -192,8 +185,7 @@ def select_zero_shot(
     projection: np.ndarray | None = None,
     label_vectors: dict | None = None,
 ) -> tuple[dict, list[dict]]:
-    """The (template, projection on/off) with the best accuracy on labelled training texts, and every candidate's;
-    ties keep the first (templates in order, projection off first)."""
+    """The (template, projection on/off) best on labelled training texts (the first of equals), and every one's."""
     vectors = label_vectors or label_vectors_for(encoder, labels, templates)
     names = [label.name for label in labels]
     table = []
@@ -211,23 +203,15 @@ def select_zero_shot(
 
 
 def vocabulary_words(tokenizer, n: int) -> list[tuple[str, int]]:
-    """The first ``n`` whole-word alphabetic vocabulary entries of 2+ letters with their ids: WordPiece vocabularies
-    are built most frequent first, so these are frequent words, as Davison's top word2vec words are."""
+    """The first ``n`` whole words of 2+ letters in the vocabulary, with their ids: WordPiece's most frequent."""
     special = set(tokenizer.all_special_ids)
-    words = []
-    for token, token_id in sorted(tokenizer.get_vocab().items(), key=lambda item: item[1]):
-        word = token.lstrip("▁Ġ")
-        if token_id in special or token.startswith("##") or len(word) < 2 or not word.isalpha():
-            continue
-        words.append((word, token_id))
-        if len(words) == n:
-            break
-    return words
+    entries = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
+    words = ((t.lstrip("▁Ġ"), i) for t, i in entries if i not in special and not t.startswith("##"))
+    return list(itertools.islice(((w, i) for w, i in words if len(w) >= 2 and w.isalpha()), n))
 
 
 def word_projection(encoder, n_words: int = 5000, ridge: float = 1.0) -> np.ndarray:
-    """Davison's label projection for ``encoder``: from each frequent word's sentence embedding to the encoder's own
-    static (input) embedding of it, standing in for his word2vec."""
+    """Davison's label projection: frequent words' sentence embeddings → their input embeddings (his word2vec)."""
     model = encoder.model
     words = vocabulary_words(model.tokenizer, n_words)
     if not words:

@@ -171,8 +171,7 @@ def load_corpus(path: PathLike) -> Corpus:
 
 
 def jsonl_corpus(p: Path, text: str, user: bool = False) -> Corpus:
-    """The documents of JSON lines {"_id" or "id", "text", "title"?}; a ``user`` corpus's ids default to the line
-    number, its texts are stripped and must not be empty."""
+    """JSON lines {"_id" or "id", "text", "title"?}; a ``user`` corpus's ids default to the line, texts are checked."""
     expected = 'a JSON object with "text" (and optional "id"/"_id", "title")' if user else ""
     expected = expected or 'a JSON object with "_id" and "text"'
     corpus: Corpus = {}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ctxir.checks import check_choice
@@ -27,13 +27,9 @@ class RelevanceSet:
     def subset(self, qids: list[str]) -> RelevanceSet:
         """The same corpus, only ``qids``'s queries and judgements."""
         keep = [q for q in qids if q in self.queries]
-        return RelevanceSet(
-            self.name,
-            self.corpus,
-            {q: self.queries[q] for q in keep},
-            {q: self.qrels[q] for q in keep},
-            {q: self.negatives.get(q, []) for q in keep},
-            self.groups,
+        queries, qrels = {q: self.queries[q] for q in keep}, {q: self.qrels[q] for q in keep}
+        return replace(
+            self, queries=queries, qrels=qrels, negatives={q: self.negatives.get(q, []) for q in keep}
         )
 
 
@@ -60,9 +56,7 @@ def load_squad(path: PathLike) -> RelevanceSet:
 
 
 def load_wikiqa(path: PathLike) -> RelevanceSet:
-    """A WikiQA TSV split: each question with its summary's sentences; label 1 = answers it (a judged positive),
-    the others are its negatives. Questions with no correct sentence are left out (nothing to rank first).
-    """
+    """A WikiQA split: each question's sentences labelled 1 are positives, the others negatives; none: left out."""
     p, rows = _wikiqa_rows(path)
     out = RelevanceSet("wikiqa", {}, {}, {})
     seen: dict[str, tuple[str, list[str], list[str]]] = {}
@@ -111,8 +105,7 @@ def load_wikiqa_topics(
     exclude_docs: set[str] = frozenset(),
     exclude_titles: set[str] = frozenset(),
 ) -> RelevanceSet:
-    """Topic queries from WikiQA summaries: the first ``topic_words`` words query the rest, packed into passages
-    (never the query's own sentences); ``exclude_docs`` / ``exclude_titles``: summaries left out."""
+    """Topic queries: a WikiQA summary's first ``topic_words`` words query the passages of its later sentences."""
     sentences = load_wikiqa_sentences(path)
     skip_titles = {_title_key(t) for t in exclude_titles}
     out = RelevanceSet("wikiqa-topics", {}, {}, {})
@@ -177,9 +170,7 @@ def _title_key(title: str) -> str:
 
 
 def load_msmarco_triples(path: PathLike) -> RelevanceSet:
-    """MS MARCO ``triples.train`` lines (query, relevant passage, non-relevant passage): one query per distinct
-    query text, every passage once. The file's mojibake (``donât``) is undone where the text round-trips.
-    """
+    """MS MARCO ``triples.train`` lines (query, relevant, non-relevant): one query per text, mojibake undone."""
     p = existing_file(path, "an MS MARCO triples file (query, positive, negative per line)")
     out = RelevanceSet("msmarco-triples", {}, {}, {})
     query_ids: dict[str, str] = {}

@@ -101,8 +101,7 @@ def load_labelled(path) -> list[tuple[str, str]]:
 
 
 def load_labels(path) -> list[Label]:
-    """Labels for zero-shot: a .txt file (one name per line), a CSV/TSV with a ``label`` column (and an optional
-    ``description``), or JSONL of {"label", "description"} objects."""
+    """Labels for zero-shot: .txt (a name per line), or CSV/TSV/JSONL with ``label`` and optional ``description``."""
     p = existing_file(
         path, "a labels file (.txt one per line, .csv/.tsv with label[,description], or .jsonl)"
     )

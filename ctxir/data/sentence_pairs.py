@@ -74,8 +74,7 @@ def load_sts(path: PathLike, split: str | None = None) -> list[tuple[str, str, f
 
 
 def load_pairs(path: PathLike) -> list[tuple[str, str]]:
-    """A paired-retrieval file → [(query, target)], query i's target being target i: ``.jsonl`` lines of
-    ``{"query", "target"}``, else ``query<TAB>target`` lines (an optional header of those names)."""
+    """A paired-retrieval file → [(query, target)]: ``{"query", "target"}`` JSON lines, else ``query<TAB>target``."""
     p = existing_file(
         path, 'a pairs file: query<TAB>target lines (.tsv) or {"query", "target"} lines (.jsonl)'
     )

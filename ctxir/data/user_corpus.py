@@ -39,8 +39,7 @@ def _user_table(p: Path, text: str, delimiter: str) -> Corpus:
 
 
 def load_user_corpus(path: PathLike) -> Corpus:
-    """A user's corpus file: .txt (one doc per non-empty line), .jsonl, or .csv/.tsv with a header row; ids default to
-    the line the document starts on. Messages name the file only (uploads sit in hash folders)."""
+    """A .txt (a document a line), .jsonl or .csv/.tsv corpus; messages name the file only (uploads sit in hash folders)."""
     p = existing_file(path, f"a corpus file ({', '.join(USER_CORPUS_SUFFIXES)})")
     suffix = p.suffix.lower()
     try:
