@@ -825,11 +825,6 @@ def fuzz_many(kinds: list[str], folder: Path, count: int) -> dict[str, dict]:
     return found
 
 
-def fuzz(kind: str, folder: Path, count: int) -> dict:
-    """{outcome: mutants} of ``count`` mutants of ``kind`` loaded in a subprocess."""
-    return fuzz_many([kind], folder, count)[kind]
-
-
 # the kinds whose damaged copy is built again and checked; the others are refused with what to fetch or make again
 REBUILT = ("faiss", "embeddings", "bm25", "onnx")
 FILE_KINDS = (*REBUILT, "model folder", "classifier", "fusion.json", "passages.json", "report JSON")

@@ -229,7 +229,7 @@ def test_every_mutant_of_each_kind_of_file_is_verified_rebuilt_or_refused(kind, 
         pytest.importorskip("faiss")
     if kind == "onnx":
         pytest.importorskip("onnxruntime")
-    _mostly_caught({kind: faults.fuzz(kind, tmp_path, MUTANTS)}, MUTANTS)
+    _mostly_caught(faults.fuzz_many([kind], tmp_path, MUTANTS), MUTANTS)
 
 
 def test_the_faults_table_prints_the_sites_and_kinds_asked_for(capsys, monkeypatch):
