@@ -53,24 +53,6 @@ DOCUMENTED = [
         ),
     ),
     (
-        "python training/train_cross_encoder.py --recipe recipes/cross-encoder-stsb.yaml",
-        (
-            "python training/train_cross_encoder.py --task stsb --epochs 4 --batch-size 16 --learning-rate "
-            "2e-5 --eval-steps 360 --save-steps 360 --logging-steps 20 --device cpu --torch-threads 1 "
-            "--output-dir outputs/cross-encoder-stsb --model-name ctxir-minilm-stsb-cross-encoder"
-        ),
-    ),
-    (
-        "python training/train_cross_encoder.py --recipe recipes/cross-encoder-scifact-from-stsb.yaml",
-        (
-            "python training/train_cross_encoder.py --task scifact --model outputs/cross-encoder-stsb "
-            "--negatives bm25 --num-negatives 3 --epochs 2 --batch-size 16 --learning-rate 3e-5 --max-length "
-            "192 --rerank-depth 20 --dev-queries 100 --dev-depth 10 --eval-steps 92 --save-steps 92 "
-            "--logging-steps 10 --device cpu --torch-threads 1 --output-dir "
-            "outputs/cross-encoder-scifact-from-stsb --model-name ctxir-minilm-scifact-cross-encoder"
-        ),
-    ),
-    (
         "python training/train_bi_encoder.py --recipe recipes/bi-encoder-scifact-mnrl.yaml",
         (
             "python training/train_bi_encoder.py --task scifact --objective mnrl --num-negatives 1 --epochs 1"
@@ -86,26 +68,6 @@ DOCUMENTED = [
             " --batch-size 32 --learning-rate 3e-5 --dev-queries 100 --eval-steps 22 --save-steps 22 "
             "--logging-steps 5 --device cpu --torch-threads 1 --output-dir "
             "outputs/bi-encoder-scifact-mnrl-3ep --model-name ctxir-minilm-scifact-bi-encoder"
-        ),
-    ),
-    (
-        "python training/train_cross_encoder.py --recipe recipes/cross-encoder-scifact-from-stsb-ep3.yaml",
-        (
-            "python training/train_cross_encoder.py --task scifact --model "
-            "outputs/cross-encoder-scifact-from-stsb --negatives bm25 --num-negatives 3 --epochs 1 "
-            "--batch-size 16 --learning-rate 2e-5 --max-length 192 --rerank-depth 20 --dev-queries 100 "
-            "--dev-depth 10 --eval-before false --save-steps 92 --logging-steps 10 --device cpu "
-            "--torch-threads 2 --output-dir outputs/cross-encoder-scifact-from-stsb-ep3 --model-name "
-            "ctxir-minilm-scifact-cross-encoder"
-        ),
-    ),
-    (
-        "python training/train_cross_encoder.py --recipe recipes/cross-encoder-stsb-from-cosent.yaml",
-        (
-            "python training/train_cross_encoder.py --task stsb --model outputs/bi-encoder-stsb-cosent "
-            "--epochs 4 --batch-size 16 --learning-rate 4e-5 --eval-steps 360 --save-steps 360 "
-            "--logging-steps 20 --device cpu --torch-threads 1 --output-dir "
-            "outputs/cross-encoder-stsb-from-cosent --model-name ctxir-minilm-stsb-cross-encoder"
         ),
     ),
     (
@@ -133,16 +95,6 @@ DOCUMENTED = [
         (
             "python training/train_pair_scorer.py --epochs 4 --lora-r 16 --learning-rate 5e-4 --eval-steps "
             "360 --torch-threads 1 --output-dir outputs/sts-lora-r16"
-        ),
-    ),
-    (
-        (
-            "python training/train_pair_scorer.py --recipe recipes/pair-scorer-r16-lr5e-4.yaml --extra-train "
-            "sick --eval-steps 320 --output-dir outputs/sts-r16-sick"
-        ),
-        (
-            "python training/train_pair_scorer.py --epochs 1 --lora-r 16 --learning-rate 5e-4 --extra-train "
-            "sick --eval-before false --eval-steps 320 --torch-threads 1 --output-dir outputs/sts-r16-sick"
         ),
     ),
     (
@@ -612,7 +564,7 @@ def test_the_rebuilt_command_spells_each_field_by_its_documented_flag():
     from training.train_cross_encoder import CrossEncoderArgs
 
     config = {
-        "task": "stsb",
+        "loss": "listnet",
         "num_train_epochs": 4.0,
         "per_device_train_batch_size": 8,
         "warmup_steps": 0.2,
@@ -620,7 +572,7 @@ def test_the_rebuilt_command_spells_each_field_by_its_documented_flag():
         "run_device": "cpu",
     }
     line = command_line("python training/train_cross_encoder.py", CrossEncoderArgs, config)
-    assert line.endswith("--task stsb --epochs 4.0 --batch-size 8 --warmup 0.2 --resume last --device cpu")
+    assert line.endswith("--loss listnet --epochs 4.0 --batch-size 8 --warmup 0.2 --resume last --device cpu")
     args = parse_args(CrossEncoderArgs, shlex.split(line)[2:])
     assert (args.num_train_epochs, args.per_device_train_batch_size, args.warmup_steps) == (4.0, 8, 0.2)
     assert (args.resume_from_checkpoint, args.run_device, args.use_cpu) == ("last", "cpu", True)

@@ -21,7 +21,14 @@ from ctxir.data.general import (
 from ctxir.rerank.calibration import CALIBRATION_FILE, Calibration, calibration_for, fit_calibration
 from ctxir.types import CtxirError, Hit
 from tests.test_training import _write_toy_root
-from training import common, cross_encoder_args, cross_encoder_data, evaluate_reranker, train_cross_encoder
+from training import (
+    common,
+    cross_encoder_args,
+    cross_encoder_data,
+    evaluate_reranker,
+    fusion_choice,
+    train_cross_encoder,
+)
 
 WIKIQA_HEADER = "QuestionID\tQuestion\tDocumentID\tDocumentTitle\tSentenceID\tSentence\tLabel"
 
@@ -261,7 +268,7 @@ def test_cross_encoder_trains_on_general_groups_with_a_mixed_dev_set(
         device="cpu",
         rerank_backend="torch",
     )
-    parts = evaluate_reranker.dev_claims(out, args).parts
+    parts = fusion_choice.dev_claims(out, args).parts
     squad = load_squad(general_root / "general" / "squad-v1.1" / "dev-v1.1.json")
     trained = set(common.take(sorted(squad.queries), 2, 42))
     assert len(parts["squad"][1]) == 2 and not {q.removeprefix("squad:") for q in parts["squad"][1]} & trained
@@ -276,8 +283,8 @@ def test_cross_encoder_trains_on_general_groups_with_a_mixed_dev_set(
 def test_general_needs_a_listwise_scifact_run(tiny_bert_dir, general_root, tmp_path, capsys):
     code = train_cross_encoder.main(
         [
-            "--task",
-            "stsb",
+            "--loss",
+            "bce",
             "--model",
             str(tiny_bert_dir),
             "--data-dir",

@@ -13,7 +13,7 @@ from ctxir.encoders.models import DEFAULT_BI_ENCODER
 from ctxir.types import CtxirError
 from training.common import TrainerRunArgs, trainer_setting
 
-LOSSES = {"scifact": ("bce", "listnet"), "stsb": ("bce", "mse")}
+LOSSES = ("bce", "listnet")
 NEGATIVE_STAGES = (kinds.BM25, kinds.HYBRID)  # --negative-stages: the app's first stages
 LISTWISE = ("listnet",)  # one row = (query, [positive, negatives…], [1, 0, …])
 HEAD_PARAMETERS = r"(^|\.)1\.(scale|bias|linear\.)"  # the segment-cosine head's weights (module 1)
@@ -23,10 +23,10 @@ MATCH_PARAMETERS = r"(^|\.)1\.(term_weight\.|term_linear\.)"
 
 @dataclass
 class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
-    task: Literal["scifact", "stsb"] = flag("scifact", "scifact re-ranker or stsb")
+    task: Literal["scifact"] = flag("scifact", "scifact: a re-ranker of BM25's top hits")
     model: str = flag(DEFAULT_BI_ENCODER, "starting Hub id or folder; a plain body gets a one-logit head")
-    loss: Literal["auto", "bce", "mse", "listnet"] = flag(
-        "auto", "auto = bce; scifact also listnet (listwise over the positive and its negatives)"
+    loss: Literal["auto", "bce", "listnet"] = flag(
+        "auto", "auto = bce; listnet = listwise over the positive and its negatives"
     )
     head: Literal["cls", "segment-cosine"] = flag(
         "cls", "cls = classifier on [CLS]; segment-cosine (ctxir.encoders.heads)"
@@ -41,24 +41,23 @@ class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
     dev_split: Literal["random", "unseen"] = flag(
         "random", "dev claims: random, or unseen = claims whose abstracts no other claim cites"
     )
-    lora_r: int = flag(0, "0 = full fine-tuning; r > 0 = a LoRA adapter of rank r (PEFT)")
     pseudo_queries: int = flag(0, "also train on N corpus titles as queries for their abstract (-1 = all)")
     general: str = flag(
         "", "also train on <data-dir>/general/ sources: squad, wikiqa, msmarco, wikiqa-topics"
     )
     general_queries: int = flag(800, "--general: queries taken per source, seeded (-1 = all)")
     negative_stages: str = flag("bm25", "first stages whose non-relevant hits are negatives: bm25, hybrid")
-    output_dir: str = flag("", "default outputs/cross-encoder-<task>")
-    max_samples: int = flag(-1, "use N training pairs, seeded (-1 = all); scifact: (claim, positive) pairs")
+    output_dir: str = flag("", "default outputs/cross-encoder-scifact")
+    max_samples: int = flag(-1, "use N (claim, positive) training pairs, seeded (-1 = all)")
     per_device_train_batch_size: int = trainer_setting("per_device_train_batch_size", 16)
     max_length: int = flag(256, "tokens per (query, document) input (0 = the model's own)")
-    negatives: Literal["bm25", "dense", "both"] = flag("bm25", "scifact: where hard negatives come from")
-    num_negatives: int = flag(4, "scifact: hard negatives per claim (per source)")
+    negatives: Literal["bm25", "dense", "both"] = flag("bm25", "where hard negatives come from")
+    num_negatives: int = flag(4, "hard negatives per claim (per source)")
     dense_model: str = flag(DEFAULT_BI_ENCODER, "bi-encoder for --negatives dense")
-    rerank_depth: int = flag(100, "scifact test: BM25 candidates re-ranked per query")
-    dev_queries: int = flag(50, "scifact: training queries held out for the dev evaluator (0 = none)")
-    dev_depth: int = flag(20, "scifact dev evaluator: BM25 candidates per query")
-    eval_max_queries: int = flag(0, "scifact test: first N queries (0 = all)")
+    rerank_depth: int = flag(100, "test: BM25 candidates re-ranked per query")
+    dev_queries: int = flag(50, "training queries held out for the dev evaluator (0 = none)")
+    dev_depth: int = flag(20, "dev evaluator: BM25 candidates per query")
+    eval_max_queries: int = flag(0, "test: first N queries (0 = all)")
     eval_before: bool = flag(True, "also evaluate the starting model")
     eval_steps: int = trainer_setting("eval_steps", 0, "run the dev evaluator every N steps (0 = never)")
     train_passages: Literal["first", "best"] = flag(
@@ -69,18 +68,13 @@ class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
 def check(args: CrossEncoderArgs) -> None:
     if args.loss == "auto":
         args.loss = "bce"
-    if args.loss not in LOSSES[args.task]:
-        raise CtxirError(
-            f"--loss {args.loss!r} does not fit --task {args.task!r}: use one of "
-            f"{', '.join(LOSSES[args.task])}"
-        )
-    if args.task == "scifact" and (args.num_negatives < 1 or args.rerank_depth < 1):
+    if args.loss not in LOSSES:
+        raise CtxirError(f"--loss {args.loss!r} is not known: use one of {', '.join(LOSSES)}")
+    if args.num_negatives < 1 or args.rerank_depth < 1:
         raise CtxirError(
             f"--num-negatives and --rerank-depth must be ≥ 1, got {args.num_negatives!r} and "
             f"{args.rerank_depth!r}"
         )
-    if args.lora_r < 0:
-        raise CtxirError(f"--lora-r must be 0 (full fine-tuning) or a rank ≥ 1, got {args.lora_r!r}")
     if args.train_layers < 0 or (args.train_layers and args.head != "segment-cosine"):
         raise CtxirError(
             f"--train-layers {args.train_layers!r}: use 0 (every layer), or N ≥ 1 with --head "
@@ -91,18 +85,16 @@ def check(args: CrossEncoderArgs) -> None:
             f"--term-match adds a term to the segment-cosine head: use it with --head segment-cosine, "
             f"not --head {args.head!r}"
         )
-    if args.train_layers and args.lora_r:
-        raise CtxirError("--train-layers and --lora-r are two ways to ship a small model: pick one")
     if args.negative_rounds < 1 or args.negative_pool < 0:
         raise CtxirError(
             f"--negative-rounds must be ≥ 1 and --negative-pool ≥ 0, got {args.negative_rounds!r} and "
             f"{args.negative_pool!r}"
         )
     negative_stages(args.negative_stages)
-    if args.general and (args.task != "scifact" or args.loss not in LISTWISE):
+    if args.general and args.loss not in LISTWISE:
         raise CtxirError(
-            f"--general {args.general!r} adds listwise groups beside SciFact's claims: use it with --task "
-            f"scifact and --loss {' or '.join(LISTWISE)}, or drop --general"
+            f"--general {args.general!r} adds listwise groups beside SciFact's claims: use it with "
+            f"--loss {' or '.join(LISTWISE)}, or drop --general"
         )
     if (args.negative_rounds > 1 or args.negative_pool) and args.loss not in LISTWISE:
         raise CtxirError(

@@ -1,8 +1,8 @@
-"""Train a cross-encoder with sentence-transformers' CrossEncoderTrainer: a SciFact re-ranker (tested re-ranking
-BM25's top --rerank-depth) or an STS-B scorer (tested by Spearman).
+"""Train a SciFact re-ranker with sentence-transformers' CrossEncoderTrainer, tested re-ranking BM25's top
+--rerank-depth.
 
     python training/train_cross_encoder.py --task scifact --num-negatives 4 --epochs 1 --rerank-depth 100
-    python training/train_cross_encoder.py --task stsb --max-steps 2 --max-samples 16   # smoke run
+    python training/train_cross_encoder.py --max-steps 2 --max-samples 8 --rerank-depth 10   # smoke run
 Outputs in --output-dir: the model, metrics.json, training_log.jsonl, train.log, checkpoints/ while training.
 """
 
@@ -24,10 +24,11 @@ from ctxir.rerank.passages import Passages
 from ctxir.types import CtxirError
 from training.common import check_common_args, cli_main, run_config
 from training.cross_encoder_args import CrossEncoderArgs, check, head_learning_rates
-from training.cross_encoder_data import build_scifact, build_stsb, sts_test
+from training.cross_encoder_data import build_scifact
 from training.steps import Run, check_data, dev_record, evaluation_rows, trainer_arguments, write_run_metrics
 
-# LoRA on every linear layer of each BERT block; the pooler and the fresh classifier are trained in full (tiny).
+# the pair scorer's LoRA: every linear layer of each BERT block; a LoRA [CLS] cross-encoder (which ship.py still
+# packages) trains its pooler and classifier in full
 LORA_TARGETS = ["query", "key", "value", "dense"]
 LORA_FULL_MODULES = ["classifier", "pooler"]
 # published figures and what they cover: an anchor stands beside a row only on the same queries and depth
@@ -40,19 +41,11 @@ ANCHORS = {
         "first_stage": "bm25",
         "depth": 100,
     },
-    ("stsb", "spearman"): {
-        "value": 0.8833,
-        "name": "BERT-NLI-STSb-base cross-encoder",
-        "source": "Reimers & Gurevych 2019, Sentence-BERT (EMNLP-IJCNLP), Table 2: STS-B test, Spearman",
-        "queries": 1379,
-    },
 }
 
 
-def evaluate(model, test: dict, batch_size: int, depth: int, passages: str) -> tuple[dict, dict | None]:
-    """({(dataset, split, metric): value} on the test split, BM25's own figures there (None for STS-B))."""
-    if "sts" in test:
-        return sts_test(model, test["sts"], batch_size), None
+def evaluate(model, test: dict, batch_size: int, depth: int, passages: str) -> tuple[dict, dict]:
+    """({(dataset, split, metric): value} on the test split, BM25's own figures there)."""
     from ctxir.evaluation import evaluate_run
     from ctxir.rerank import CrossEncoderReranker
     from ctxir.rerank.pipeline import Pipeline
@@ -137,40 +130,27 @@ def run(args: CrossEncoderArgs) -> dict:
     # 0. check the arguments and the data before anything heavy is loaded; the run's folder and log
     check_common_args(args)
     check(args)
-    check_data(args.data_dir, [args.task])
-    out = Path(args.output_dir or f"outputs/cross-encoder-{args.task}")
+    check_data(args.data_dir, ["scifact"])
+    out = Path(args.output_dir or "outputs/cross-encoder-scifact")
     config, resume = run_config(args), args.resume_from_checkpoint
     with Run(out, "train_cross_encoder", config, resume, args.run_device, args.torch_threads) as run:
         device = run.device
-        # 1. load the model: a segment-cosine or [CLS] head over the body (+ a LoRA adapter)
+        # 1. load the model: a segment-cosine or [CLS] head over the body
         path = resolve_model(args.model)
         if args.head == "segment-cosine":
             model = load_segment_cosine(path, device, args.model, args.train_layers, args.term_match)
         else:  # a body without a classifier (a bi-encoder, plain BERT) gets a fresh one-logit head
             model = CrossEncoder(path, num_labels=1, device=device)
         set_max_length(model, args.max_length, name="--max-length")  # 0 = the model's own limit
-        if args.lora_r > 0:
-            from peft import LoraConfig
-
-            full = LORA_FULL_MODULES if args.head == "cls" else None
-            lora = dict(
-                r=args.lora_r, lora_alpha=2 * args.lora_r, lora_dropout=0.1, target_modules=LORA_TARGETS
-            )
-            model.add_adapter(LoraConfig(**lora, modules_to_save=full))
-        # 2. load the data: SciFact claims with their negatives, or STS-B pairs
-        if args.task == "scifact":
-            data = build_scifact(args, device)
-        else:
-            data = build_stsb(args.data_dir, args.max_samples, args.seed, args.per_device_train_batch_size)
+        # 2. load the data: SciFact claims with their negatives
+        data = build_scifact(args, device)
         print(f"training rows: {len(data.train)}, columns {data.train.column_names}")
         # 3. the loss; BCE's pos_weight balances the few positives against the many negatives (SBERT's setting)
         pos_weight = data.loss_options.get("pos_weight")
         if args.loss == "bce":
-            weight = torch.tensor(pos_weight) if pos_weight else None
-            loss = losses.BinaryCrossEntropyLoss(model, pos_weight=weight)
+            loss = losses.BinaryCrossEntropyLoss(model, pos_weight=torch.tensor(pos_weight))
         else:
-            named = {"mse": losses.MSELoss, "listnet": losses.ListNetLoss}
-            loss = named[args.loss](model)
+            loss = losses.ListNetLoss(model)
         # 4. the evaluators: the dev one during training, and the starting model's scores
         batch, depth = args.per_device_train_batch_size, args.rerank_depth
         before = evaluate(model, data.test, batch, depth, args.train_passages)[0] if args.eval_before else {}
@@ -187,8 +167,6 @@ def run(args: CrossEncoderArgs) -> dict:
         # 6. save (in place over an earlier run's model: marked unfinished until complete), then reload from disk
         # as every user will: uncached, so a folder trained again in one process is not the earlier model
         save_cross_encoder(model, out)
-        if args.lora_r > 0:
-            name_adapter_base(out, args.model)
         run.saved(args.keep_checkpoints)
         trained = load_cross_encoder.__wrapped__(str(out), device)
         # 7. evaluate the trained model
@@ -196,16 +174,12 @@ def run(args: CrossEncoderArgs) -> dict:
         dev_after = dev(trained) if dev is not None else {}
         print(f"after training: {after}")
         # 8. metrics.json, with what each test covers
-        if args.task == "stsb":
-            n = len(data.test["sts"])
-            tasks, coverage = {"stsb": ("sts", f"cross-encoder score, {n} pairs")}, {"stsb": {"queries": n}}
-        else:
-            n = len(data.test["rerank"][1])
-            tasks = {"scifact": ("reranking", f"rerank BM25 top-{depth}, {n} queries")}
-            coverage = {"scifact": {"queries": n, "first_stage": "bm25", "depth": depth}}
-            if args.eval_max_queries > 0:
-                subset = f"the first {n} SciFact test queries in file order"
-                coverage["scifact"]["subset"] = f"{subset} (--eval-max-queries {args.eval_max_queries})"
+        n = len(data.test["rerank"][1])
+        tasks = {"scifact": ("reranking", f"rerank BM25 top-{depth}, {n} queries")}
+        coverage = {"scifact": {"queries": n, "first_stage": "bm25", "depth": depth}}
+        if args.eval_max_queries > 0:
+            subset = f"the first {n} SciFact test queries in file order"
+            coverage["scifact"]["subset"] = f"{subset} (--eval-max-queries {args.eval_max_queries})"
         return write_run_metrics(
             out,
             args,
@@ -216,11 +190,10 @@ def run(args: CrossEncoderArgs) -> dict:
             evaluations=evaluation_rows(before, after, tasks, coverage, ANCHORS),
             extra={
                 **data.extra,
-                **({"first_stage": first_stage} if first_stage else {}),
+                "first_stage": first_stage,
                 **dev_record(trainer, dev_before, dev_after),
                 "max_length": getattr(trained, "max_seq_length", None) or args.max_length,
                 "pos_weight": pos_weight,
-                "lora_r": args.lora_r,
                 "trained_parameters": trained_parameters(trained),
             },
         )
