@@ -15,7 +15,7 @@ if __package__ in (None, ""):  # `python training/calibrate.py` from the repo ro
 
 from ctxir.cli import flag
 from training.common import DEFAULT_DATA_DIR, cli_main
-from training.fusion_choice import heldout_claims
+from training.fusion_choice import heldout_claims, load_reranker
 
 
 @dataclass
@@ -33,22 +33,15 @@ def run(args: CalibrateArgs) -> dict:
     import numpy as np
 
     from ctxir.data.general import load_wikiqa
-    from ctxir.encoders.models import load_cross_encoder, set_threads
-    from ctxir.rerank import CrossEncoderReranker, fit_calibration
+    from ctxir.encoders.models import set_threads
+    from ctxir.rerank import fit_calibration
     from ctxir.rerank.calibration import calibration_quality
-    from ctxir.rerank.registry import passages_for
     from ctxir.retrieval import BM25Retriever
     from ctxir.types import doc_text
 
-    if args.torch_threads:
-        set_threads(args.torch_threads)
+    set_threads(args.torch_threads)
     # 1. load the model, reading long documents as its folder says (passages.json)
-    reranker = CrossEncoderReranker(
-        load_cross_encoder.__wrapped__(args.model, args.device),
-        batch_size=args.batch_size,
-        passages=passages_for(args.model),
-        backend="torch",
-    )
+    reranker = load_reranker(args.model, args.device, args.batch_size)
     # 2. score the dev pairs: the held-out claims' BM25 candidates; each WikiQA dev question with its summary's sentences
     parts = {"scifact-heldout": ([], []), "wikiqa-dev": ([], [])}  # (scores, labels)
     corpus, queries, qrels, _ = heldout_claims(Path(args.dev_from or args.model), args.data_dir)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,7 +16,9 @@ import torch
 from tqdm.auto import tqdm
 
 from ctxir import kinds
+from ctxir.checks import check_choice
 from ctxir.encoders import EmbeddingCache
+from ctxir.encoders.models import pick_device, set_threads
 from ctxir.encoders.reranker_heads import cls_lr_logit
 from ctxir.evaluation import evaluate_run
 from ctxir.rerank import ClsLrRanker, CrossEncoderReranker, Reranker, head_scores
@@ -24,6 +27,53 @@ from ctxir.types import Corpus, CtxirError, Qrels, Queries, doc_text
 from training.common import SQUAD_DEV_QUERIES, check_not_empty, take, untrained_questions
 
 Pair = tuple[str, str]
+CV_METRICS = {"average-precision": "average_precision", "ndcg": "ndcg"}  # --cv-metric → choose_c's key
+
+
+def check_args(args) -> tuple[list[float], list[float]]:
+    """The argument checks, before anything is loaded → the --c-grid and --score-emphasis values."""
+    lows = {"negatives_per_positive": 1, "rerank_depth": 1, "batch_size": 1, "cv_folds": 2, "max_length": 0}
+    for name, low in lows.items():
+        if getattr(args, name) < low:
+            raise CtxirError(f"--{name.replace('_', '-')} must be ≥ {low}, got {getattr(args, name)!r}")
+    if args.negative_depth < args.negatives_per_positive:
+        raise CtxirError(
+            f"--negative-depth ({args.negative_depth!r}) must be ≥ --negatives-per-positive "
+            f"({args.negatives_per_positive!r}): negatives are drawn from that many BM25 hits"
+        )
+    if not 0 < args.heldout_fraction < 1:
+        raise CtxirError(f"--heldout-fraction must be between 0 and 1, got {args.heldout_fraction!r}")
+    for name in ("max_samples", "max_test_queries", "general_queries"):
+        if getattr(args, name) < -1 or getattr(args, name) == 0:
+            raise CtxirError(
+                f"--{name.replace('_', '-')} must be -1 (all) or ≥ 1, got {getattr(args, name)!r}"
+            )
+    check_choice(args.heldout_queries, "--heldout-queries", ("random", "base-unseen"))
+    check_choice(args.cv_metric, "--cv-metric", CV_METRICS)
+    c_grid = positive_grid("--c-grid", args.c_grid, "0.01,0.1,1", "C")
+    pick_device(args.device)
+    set_threads(args.torch_threads)
+    emphases = positive_grid("--score-emphasis", args.score_emphasis, "1,10,100", "value")
+    return c_grid, emphases if args.score_feature else [1.0]
+
+
+def positive_grid(name: str, value: str, example: str, what: str) -> list[float]:
+    """A comma list of numbers > 0, or a CtxirError naming the flag ``name``."""
+    try:
+        grid = [float(v) for v in value.split(",") if v.strip()]
+    except ValueError as err:
+        raise CtxirError(f"{name} {value!r} must be comma-separated numbers like '{example}'") from err
+    if not grid or any(v <= 0 for v in grid):
+        raise CtxirError(f"{name} {value!r} must list at least one {what} > 0")
+    return grid
+
+
+def base_reference(given: str, base_path: str, output: Path) -> str:
+    """What cls_lr_config.json names as base_model: a path relative to the ranker folder for a local cross-encoder
+    (ClsLrRanker.load resolves it there), else the Hub id as given."""
+    if Path(given).expanduser().exists():
+        return os.path.relpath(Path(base_path).resolve(), output.resolve())
+    return given
 
 
 @dataclass
@@ -331,30 +381,6 @@ def classification(y: np.ndarray, scores: np.ndarray, threshold: float) -> dict:
     }
 
 
-def pr_curve_png(path: Path, y: np.ndarray, curves: dict[str, tuple[np.ndarray, float]], title: str) -> None:
-    """Precision–recall curves of several scorers on the same pairs; the dot marks each tuned threshold."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from sklearn.metrics import PrecisionRecallDisplay
-
-    fig, ax = plt.subplots(figsize=(5.6, 5.2), dpi=120)
-    for i, (name, (scores, threshold)) in enumerate(curves.items()):
-        display = PrecisionRecallDisplay.from_predictions(
-            y, scores, name=name, ax=ax, plot_chance_level=i == 0
-        )
-        predicted = scores >= threshold
-        tp = float((predicted & (y == 1)).sum())
-        ax.plot(tp / max(y.sum(), 1), tp / max(predicted.sum(), 1), "o", color=display.line_.get_color())
-    ax.set(xlabel="recall (relevant class)", ylabel="precision", xlim=(0, 1.01), ylim=(0, 1.02), title=title)
-    ax.legend(loc="upper right", fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-
-
 # ---------------------------------------------------------------- re-ranking with the one pass's scores
 
 
@@ -373,8 +399,9 @@ class PrecomputedReranker(Reranker):
 
 
 def rerank_test(bm25, queries: Queries, qrels: Qrels, rerankers: Sequence[Reranker], depth: int) -> dict:
-    """BM25's top-``depth`` re-ranked by each of ``rerankers`` (library Pipeline and metrics) → {name: aggregate}."""
-    runs = {}
+    """BM25's top-``depth`` of ``queries`` re-ranked by each of ``rerankers`` (library Pipeline and metrics) →
+    {name: aggregate}."""
+    runs, qrels = {}, {q: qrels[q] for q in queries}
     for reranker in rerankers:
         stage_runs = Pipeline(bm25, reranker, depth=depth).run(queries, show_progress=False)
         runs[kinds.BM25], runs[reranker.name] = stage_runs["first_stage"], stage_runs["rerank"]
@@ -386,10 +413,14 @@ def rerank_test(bm25, queries: Queries, qrels: Qrels, rerankers: Sequence[Rerank
 
 
 def verify_ranker(
-    folder: Path, cross_encoder, texts: dict[str, list[str]], one_pass: dict, batch_size: int, device: str
+    folder: Path, cross_encoder, one_pass: dict, queries: int, batch_size: int, device: str
 ) -> dict:
-    """The ranker loaded from ``folder`` and CrossEncoderReranker score each query's ``texts`` as ``one_pass``
-    ({"cls-lr" | "cross-encoder": PrecomputedReranker}) did; else the reported numbers would be wrong."""
+    """The ranker loaded from ``folder`` and CrossEncoderReranker score the first ``queries`` test queries' documents
+    as ``one_pass`` ({"cls-lr" | "cross-encoder": PrecomputedReranker}) did; else the reported numbers would be wrong."""
+    texts: dict[str, list[str]] = {}
+    for query, text in one_pass[kinds.CLS_LR].table:  # (query, document), in test order
+        texts.setdefault(query, []).append(text)
+    texts = dict(list(texts.items())[: max(queries, 0)])
     if not texts:
         return {"queries": 0}
     loaded = ClsLrRanker.load(folder, device=device, batch_size=batch_size)

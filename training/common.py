@@ -35,8 +35,6 @@ SQUAD_DEV_QUERIES = 100
 DATA_FOLDERS = {
     "scifact": ("scifact", "corpus.jsonl, queries.jsonl and qrels/{train,test}.tsv"),
     "stsb": ("stsbenchmark", "sts-train.csv, sts-dev.csv and sts-test.csv"),
-    "sick": ("sick", "SICK.txt"),
-    "snli": ("snli", "s1.dev, s2.dev, labels.dev (SentEval layout)"),
     "msmarco": ("msmarco_sample", "corpus.jsonl, queries.jsonl and qrels/test.tsv"),
     "med": ("classic/med_beir", "corpus.jsonl, queries.jsonl and qrels/test.tsv"),
     "npl": ("classic/npl_beir", "corpus.jsonl, queries.jsonl and qrels/test.tsv"),
@@ -45,7 +43,7 @@ DATA_FOLDERS = {
 
 
 def dataset_entry(name: str, split: str, role: str, path: str | os.PathLike, num_examples: int) -> dict:
-    """One row of metrics.json "datasets"; ``name`` is a key of ``DATA_LICENSES`` (scifact, stsb, sick, snli)."""
+    """One row of metrics.json "datasets"; ``name`` is a key of ``DATA_LICENSES``."""
     if role not in ("train", "eval"):
         raise ValueError(f"role must be 'train' or 'eval', got {role!r}")
     row = {"name": name, "split": split, "role": role, "path": str(path), "license": DATA_LICENSES.get(name)}
@@ -95,6 +93,17 @@ def data_folder(root: str | os.PathLike, name: str, arg: str = "--data-dir") -> 
     if not path.is_dir():
         raise CtxirError(f"{arg} {str(root)!r} has no {folder}/ folder: {name} needs {path} with {contents}")
     return path
+
+
+def first_test_queries(folder: Path, max_queries: int) -> tuple[dict, dict]:
+    """(queries, qrels) of the BEIR folder's test split, the first ``max_queries`` in file order (0 = all)."""
+    from ctxir.data import load_beir
+
+    _, queries, qrels = load_beir(folder, "test")
+    if max_queries > 0:
+        queries = dict(list(queries.items())[:max_queries])
+        qrels = {q: qrels[q] for q in queries}
+    return queries, qrels
 
 
 def columns(rows: Sequence[Sequence], names: Sequence[str]):

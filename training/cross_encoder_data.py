@@ -27,6 +27,7 @@ from training.common import (
     columns,
     data_folder,
     dataset_entry,
+    first_test_queries,
     general_entries,
     heldout_queries,
     take,
@@ -39,51 +40,39 @@ from training.steps import TaskData, dev_metric_key
 HELDOUT = "scifact-train-heldout"  # the SciFact dev evaluator's name: its metrics' prefix
 
 
-def build_stsb(data_dir: str, max_samples: int, seed: int, batch_size: int) -> TaskData:
-    """STS-B train (scores / 5), its dev evaluator, and test pairs."""
+def build_pair_scorer_data(args) -> TaskData:
+    """The pair scorer's data: STS-B train (scores / 5; + --extra-train silver pairs, + each pair swapped with
+    --both-orders), its dev evaluator and the test pairs."""
+    from datasets import Dataset, concatenate_datasets
+
     from ctxir.data import load_sts
 
-    folder = data_folder(data_dir, "stsb")
-    train = take_train(load_sts(folder, "train"), max_samples, seed, "STS-B train pairs")
+    folder = data_folder(args.data_dir, "stsb")
+    train = take_train(load_sts(folder, "train"), args.max_samples, args.seed, "STS-B train pairs")
     dev, test = load_sts(folder, "dev"), load_sts(folder, "test")
     dataset = columns([(a, b, s / 5.0) for a, b, s in train], ["sentence1", "sentence2", "score"])
     dev_evaluator = PairCorrelationEvaluator(
-        [[a, b] for a, b, _ in dev], [s / 5.0 for _, _, s in dev], name="stsb-dev", batch_size=batch_size
+        [[a, b] for a, b, _ in dev],
+        [s / 5.0 for _, _, s in dev],
+        name="stsb-dev",
+        batch_size=args.per_device_train_batch_size,
+        both_orders=args.pair_orders == "both",
     )
-    rows = [
-        dataset_entry("stsb", "train", "train", folder, len(train)),
+    rows = [dataset_entry("stsb", "train", "train", folder, len(train))]
+    if args.extra_train == "silver":  # STS-B train's own sentences re-paired: STS-B's licence
+        silver = Dataset.from_csv(args.silver_pairs).cast(dataset.features)
+        dataset = concatenate_datasets([dataset, silver])
+        rows.append(dataset_entry("stsb", "train-silver", "train", args.silver_pairs, len(silver)))
+    if args.init_from:
+        rows[1:1] = earlier_training_data(Path(args.init_from), rows)
+    if args.both_orders:
+        swapped = dataset.rename_columns({"sentence1": "sentence2", "sentence2": "sentence1"})
+        dataset = concatenate_datasets([dataset, swapped.select_columns(dataset.column_names)])
+    rows += [
         dataset_entry("stsb", "dev", "eval", folder, len(dev)),
         dataset_entry("stsb", "test", "eval", folder, len(test)),
     ]
     return TaskData(dataset, rows, dev_evaluator, {"sts": test})
-
-
-def build_pair_scorer_data(args) -> TaskData:
-    """The pair scorer's data: STS-B (+ --extra-train pairs, + each pair swapped with --both-orders)."""
-    from datasets import Dataset, concatenate_datasets
-
-    from ctxir.data import load_sick
-
-    data = build_stsb(args.data_dir, args.max_samples, args.seed, args.per_device_train_batch_size)
-    if args.extra_train == "sick":
-        folder = data_folder(args.data_dir, "sick")
-        pairs = load_sick(folder, "train")
-        rows = [(p.sentence_a, p.sentence_b, (p.relatedness - 1.0) / 4.0) for p in pairs]  # 1–5 → 0–1
-        sick = columns(rows, ["sentence1", "sentence2", "score"])
-        data.train = concatenate_datasets([data.train, sick.cast(data.train.features)])
-        data.datasets.insert(1, dataset_entry("sick", "train", "train", folder, len(pairs)))
-    elif args.extra_train == "silver":  # STS-B train's own sentences re-paired: STS-B's licence
-        silver = Dataset.from_csv(args.silver_pairs).cast(data.train.features)
-        data.train = concatenate_datasets([data.train, silver])
-        entry = dataset_entry("stsb", "train-silver", "train", args.silver_pairs, len(silver))
-        data.datasets.insert(1, entry)
-    if args.both_orders:
-        swapped = data.train.rename_columns({"sentence1": "sentence2", "sentence2": "sentence1"})
-        data.train = concatenate_datasets([data.train, swapped.select_columns(data.train.column_names)])
-    data.dev_evaluator.both_orders = args.pair_orders == "both"
-    if args.init_from:
-        data.datasets[1:1] = earlier_training_data(Path(args.init_from), data.datasets)
-    return data
 
 
 def earlier_training_data(folder: Path, datasets: list[dict]) -> list[dict]:
@@ -350,10 +339,7 @@ def build_scifact(args, device: str) -> TaskData:
         if args.general:
             dev = mixed_dev_evaluator([dev, wikiqa_dev_evaluator(args.data_dir, batch)])
     # 7. the test claims the trained model re-ranks, and what metrics.json records
-    _, test_queries, test_qrels = load_beir(folder, "test")
-    if args.eval_max_queries > 0:
-        test_queries = dict(list(test_queries.items())[: args.eval_max_queries])
-        test_qrels = {q: test_qrels[q] for q in test_queries}
+    test_queries, test_qrels = first_test_queries(folder, args.eval_max_queries)
     datasets = [
         dataset_entry("scifact", "train", "train", folder, n_pos + n_neg),
         dataset_entry("scifact", "test", "eval", folder, len(test_queries)),

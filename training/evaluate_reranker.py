@@ -18,23 +18,24 @@ from ctxir import kinds
 from ctxir.cli import flag
 from ctxir.evaluation.suite import STAGES as SUITE_STAGES
 from ctxir.files import machine_info, read_json, write_json
-from ctxir.names import PASSAGES_FILE
 from ctxir.publish.metrics_file import write_metrics
-from ctxir.types import CtxirError, Hit
+from ctxir.types import CtxirError
 from training.common import DEFAULT_DATA_DIR, SQUAD_DEV_QUERIES, cli_main, data_folder, evaluation_row
 from training.fusion_choice import (
+    FUSION_FILE,
     FUSION_K,
     FUSION_RULES,
-    dev_ndcg,
-    fusion_grid,
-    heldout_claims,
-    squad_dev,
-    squad_topics,
+    choose_fusion,
+    choose_passages,
+    comma_list,
+    dev_claims,
+    first_stage_hits,
+    load_reranker,
     stage_runs,
 )
 from training.shared_scores import model_stamp, score_candidates
 
-EVALUATION_FILE, FUSION_FILE = "evaluation.json", "fusion.json"
+EVALUATION_FILE = "evaluation.json"
 FUSION_DEV_PARTS = ("scifact", "squad", "squad-topics")
 # what --collections may name (the out-of-domain suite, --suite), each as metrics.json names it: (dataset, split)
 COLLECTIONS = {
@@ -77,22 +78,6 @@ class EvaluateRerankerArgs:
     update_metrics: bool = flag(True, "also add the nDCG@10 rows to <model>/metrics.json")
 
 
-@dataclass
-class DevClaims:
-    """The --fusion-dev queries merged, BM25's top --fusion-depth of each, and ``parts`` kept apart."""
-
-    corpus: dict
-    queries: dict[str, str]
-    qrels: dict
-    bm25: dict[str, list[Hit]]
-    chosen_on: str
-    parts: dict[str, tuple[dict, dict, dict]]  # {name: (corpus, queries, qrels)}, SQuAD's ids prefixed
-
-
-def comma_list(text: str) -> list[str]:
-    return [k.strip() for k in text.split(",") if k.strip()]
-
-
 def check_args(args: EvaluateRerankerArgs) -> tuple[list[int], list[str]]:
     """(--depths, --collections), checked before any model loads."""
     from ctxir.rerank.pipeline import FIRST_STAGES
@@ -126,12 +111,11 @@ def run(args: EvaluateRerankerArgs) -> dict:
     from ctxir.encoders.models import set_threads
     from ctxir.rerank.registry import stage_fusion_for
 
-    if args.torch_threads:
-        set_threads(args.torch_threads)
+    set_threads(args.torch_threads)
     folder = Path(args.model)
     depths, collections = check_args(args)
     # 1. load the model
-    reranker = load_kind(args)
+    reranker = load_reranker(args.model, args.device, args.batch_size, args.rerank_backend)
     # 2. how long documents are read, then the fused mode: chosen on held-out training claims, or read from the folder
     dev = dev_claims(folder, args) if args.choose_passages or args.choose_fusion else None
     scored = choose_passages(reranker, args, dev) if args.choose_passages else None
@@ -158,147 +142,8 @@ def run(args: EvaluateRerankerArgs) -> dict:
         metrics = read_json(folder / "metrics.json")
         metrics["evaluations"] = merge_evaluation_rows(metrics["evaluations"], evaluation_rows(result))
         write_metrics(folder, metrics)
-    print(report(result))
     print(f"-> {output}")
     return result
-
-
-def load_kind(args: EvaluateRerankerArgs):
-    """The re-ranker in --model: a CLS-LR ranker where the folder holds cls_lr_config.json, else a cross-encoder."""
-    from ctxir.encoders.models import load_cross_encoder
-    from ctxir.names import CLS_LR_CONFIG
-    from ctxir.rerank import CrossEncoderReranker
-    from ctxir.rerank.registry import RERANKERS, passages_for
-
-    if (Path(args.model) / CLS_LR_CONFIG).is_file():
-        return RERANKERS[kinds.CLS_LR].load(args.model, args.device, args.batch_size)
-
-    # uncached: a folder trained again in this process must not come back stale
-    reranker = CrossEncoderReranker(
-        load_cross_encoder.__wrapped__(args.model, args.device),
-        batch_size=args.batch_size,
-        passages=passages_for(args.model),
-        backend=args.rerank_backend,
-    )
-    reranker.onnx_scorer()  # exported (once) before the first query: every query scores alike
-    return reranker
-
-
-def dev_claims(folder: Path, args: EvaluateRerankerArgs) -> DevClaims:
-    """The held-out SciFact training claims --dev-from's (else --model's) metrics.json names, and --fusion-dev's
-    SQuAD parts."""
-    corpus, queries, qrels, metrics = heldout_claims(Path(args.dev_from or folder), args.data_dir)
-    config = metrics.get("config") or {}
-    parts = {"scifact": (corpus, queries, qrels)}
-    split = config.get("dev_split", "random")
-    described = [f"{len(queries)} held-out SciFact training claims (dev split {split!r})"]
-    if "squad" in comma_list(args.fusion_dev):
-        parts["squad"] = squad_dev(config, args.data_dir, args.fusion_dev_queries)
-        described.append(f"{len(parts['squad'][1])} SQuAD questions the model did not train on")
-    if "squad-topics" in comma_list(args.fusion_dev):
-        parts["squad-topics"] = squad_topics(
-            config, args.data_dir, per_article=2, topic_words=args.topic_words
-        )
-        described.append(
-            f"{len(parts['squad-topics'][1])} SQuAD paragraphs' first {args.topic_words} words as topics, their "
-            "articles' other paragraphs relevant"
-        )
-    merged = [{k: v for part in parts.values() for k, v in part[i].items()} for i in range(3)]
-    bm25 = first_stage_hits(parts.values(), [kinds.BM25], args.fusion_depth)[kinds.BM25]
-    return DevClaims(*merged, bm25, f"{' + '.join(described)}, BM25 top {args.fusion_depth}", parts)
-
-
-def first_stage_hits(parts, names: list[str], depth: int) -> dict[str, dict]:
-    """{name: {qid: top ``depth`` hits}} of the app's first stages, built as the app builds them, each of ``parts``
-    ((corpus, queries, …)) over its own corpus."""
-    from ctxir.encoders import BiEncoder
-    from ctxir.rerank.pipeline import build_first_stages
-    from ctxir.retrieval.registry import get_first_stage
-
-    encoders = [BiEncoder()] if any(get_first_stage(n).uses_bi_encoder for n in names) else []
-    out: dict[str, dict] = {name: {} for name in names}
-    for corpus, queries, *_ in parts if names else ():
-        stages = build_first_stages(corpus, names, encoders, show_progress=True)
-        for name in names:
-            out[name].update(stages[name].search(queries, depth))
-    return out
-
-
-def choose_passages(reranker, args: EvaluateRerankerArgs, dev: DevClaims) -> dict:
-    """passages.json: first tokens or the best window (MaxP), whichever re-ranks the dev queries better alone; →
-    the chosen way's dev scores."""
-    from ctxir.rerank import Passages
-
-    if not hasattr(reranker, "passages"):
-        raise CtxirError(
-            f"--choose-passages applies to cross-encoders; {args.model!r} is a {type(reranker).__name__}: drop the flag"
-        )
-    ways = {"first": None, "max": Passages(args.passage_words, args.passage_stride)}
-    scored, ndcg = {}, {}
-    for name in ways:
-        reranker.passages = ways[name]
-        label = f"{len(dev.queries)} dev queries, passages {name}"
-        scored[name] = score_candidates(reranker, dev.queries, dev.bm25, dev.corpus, label)
-        ndcg[name] = round(dev_ndcg(dev.qrels, scored[name], dev.parts), 4)
-    method = "max" if ndcg["max"] > ndcg["first"] else "first"  # a tie keeps the cheaper way
-    reranker.passages = ways[method]
-    record = {
-        "method": method,
-        "words": args.passage_words,
-        "stride": args.passage_stride,
-        "metric": "nDCG@10 alone",
-        "dev": ndcg,
-        "chosen_on": dev.chosen_on,
-        "measured_with": str(
-            Path(args.model)
-        ),  # a later stage copying the file must not pass it off as its own
-    }
-    write_json(Path(args.model) / PASSAGES_FILE, record)
-    print(f"passages: {method} (dev nDCG@10 alone: {ndcg}) -> {Path(args.model) / PASSAGES_FILE}", flush=True)
-    return scored[method]
-
-
-def choose_fusion(reranker, args: EvaluateRerankerArgs, dev: DevClaims, scored: dict | None, stamp) -> None:
-    """fusion.json: the fusion weight that does best on the dev queries over BM25's candidates, and under
-    "first_stages" over dense's and hybrid's."""
-    rules = (args.fusion_min_gain, dev.parts, args.fusion_rule, args.fusion_max_loss)
-    store = (args.scores_dir, stamp)  # score_candidates' store_root, stamp
-    chosen = {}
-    stages = {
-        kinds.BM25: dev.bm25,
-        **first_stage_hits(dev.parts.values(), ["dense", "hybrid"], args.fusion_depth),
-    }
-    for kind, hits in stages.items():
-        bm25 = kind == kinds.BM25
-        label = f"{len(dev.queries)} dev queries" + ("" if bm25 else f", {kind} candidates")
-        scored = score_candidates(reranker, dev.queries, hits, dev.corpus, label, *store, scored)
-        chosen[kind] = fusion_grid(dev.qrels, hits, scored, args.fusion_depth, *rules)
-        chosen[kind]["chosen_on"] = (
-            dev.chosen_on if bm25 else dev.chosen_on.replace("BM25 top", f"{kind} top")
-        )
-        row = chosen[kind]["dev"]
-        print(
-            f"fusion over {kind}: {row['method']}, weights {row['weights']} (dev nDCG@10: {kind} "
-            f"{row['first_stage']}, alone {row['alone']}, fused {row['fused']})",
-            flush=True,
-        )
-    metric = "nDCG@10" + (f", mean of {', '.join(dev.parts)}" if len(dev.parts) > 1 else "")
-    record = {"k": FUSION_K, **chosen.pop(kinds.BM25), "metric": metric, "first_stages": chosen}
-    write_json(Path(args.model) / FUSION_FILE, record)
-    print(f"-> {Path(args.model) / FUSION_FILE}", flush=True)
-
-
-def seen_split(test_qrels: dict, train_qrels: dict) -> tuple[set[str], set[str]]:
-    """(seen, unseen) test query ids: seen = cites ≥ 1 document that some training query also cites.
-
-    >>> seen, unseen = seen_split({"t1": {"d1": 1}, "t2": {"d9": 1}, "t3": {"d2": 1, "d8": 1}},
-    ...                           {"a": {"d1": 1}, "b": {"d2": 1}})
-    >>> sorted(seen), sorted(unseen)
-    (['t1', 't3'], ['t2'])
-    """
-    cited = {d for rel in train_qrels.values() for d, s in rel.items() if s > 0}
-    seen = {q for q, rel in test_qrels.items() if any(s > 0 and d in cited for d, s in rel.items())}
-    return seen, set(test_qrels) - seen
 
 
 def evaluate_collection(
@@ -320,15 +165,18 @@ def evaluate_collection(
     hits = first_stage_hits([(corpus, queries)], others, args.other_depth)
     out, parts = {}, {"all": None}
     if sci:
-        seen, unseen = seen_split(qrels, load_beir(data_folder(args.data_dir, name), "train")[2])
-        out = {"seen_queries": len(seen), "unseen_queries": len(unseen)}
-        parts.update(seen=seen, unseen=unseen)
+        # seen: a claim citing an abstract that some training claim also cites
+        train_qrels = load_beir(data_folder(args.data_dir, name), "train")[2]
+        cited = {d for rel in train_qrels.values() for d, s in rel.items() if s > 0}
+        seen = {q for q, rel in qrels.items() if any(s > 0 and d in cited for d, s in rel.items())}
+        out = {"seen_queries": len(seen), "unseen_queries": len(qrels) - len(seen)}
+        parts.update(seen=seen, unseen=set(qrels) - seen)
         hits = {**first_stage_hits([(corpus, queries)], [kinds.BM25], max(depths)), **hits}
     scored = {}
     for kind, first in hits.items():
         cuts = depths if sci and kind == kinds.BM25 else [args.other_depth]
         label = f"SciFact test, {'BM25' if kind == kinds.BM25 else kind}" if sci else f"{name} {kind}"
-        label = f"{label} top {max(cuts)}"
+        label += f" top {max(cuts)}"
         scored = score_candidates(reranker, queries, first, corpus, label, args.scores_dir, stamp, scored)
         for depth in cuts:
             runs = stage_runs(first, scored, depth, fusion.for_first_stage(kind))
@@ -436,22 +284,6 @@ def merge_evaluation_rows(rows: list[dict], new: list[dict]) -> list[dict]:
         return row.get("dataset"), row.get("split"), row.get("config")
 
     return [r for r in rows if key(r) not in {key(n) for n in new}] + list(new)
-
-
-def report(result: dict) -> str:
-    """A plain-text table of every nDCG@10 in an evaluation.json."""
-    header = f"{'collection / first stage / split':46} {'first':>7} {'alone':>7} {'fused':>7}"
-    lines = [f"{header}  wins/losses alone, fused"]
-    for name, first_stage, part, s in figures(result):
-        label = f"scifact test {first_stage} {part}" if name == "scifact" else f"{name} {first_stage}"
-        a, f = s.get("alone_vs_first_stage", {}), s.get("fused_vs_first_stage", {})
-        lines.append(
-            f"{label + ' (' + str(s['queries']) + ' q)':46} {s['first_stage']['nDCG@10']:7.4f} "
-            f"{s['alone']['nDCG@10']:7.4f} {s['fused']['nDCG@10']:7.4f}  {a.get('wins')}/{a.get('losses')} "
-            f"(p {a.get('t_pvalue', float('nan')):.3g}), {f.get('wins')}/{f.get('losses')} "
-            f"(p {f.get('t_pvalue', float('nan')):.3g})"
-        )
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:

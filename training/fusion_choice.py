@@ -1,18 +1,39 @@
-"""The dev queries a re-ranker's settings are chosen on, and the grid that chooses its fused mode (read by
+"""The dev queries a re-ranker's settings are chosen on, and the choice of its passages and fused mode (read by
 ``ctxir.rerank.stage_fusion.StageFusion``); used by ``training.evaluate_reranker`` and ``training.calibrate``."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-from ctxir.files import read_json
+from ctxir import kinds
+from ctxir.files import read_json, write_json
+from ctxir.names import PASSAGES_FILE
 from ctxir.types import CtxirError, Hit
 from training.common import data_folder, take, untrained_questions
+from training.shared_scores import score_candidates
 
 FUSION_K = 60
 # the first stage's weight against the re-ranker's 1; at 8 : 1 the re-ranker only breaks the first stage's near-ties
 FIRST_STAGE_WEIGHTS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 8.0)
 FUSION_RULES = ("mean", "worst-part")
+FUSION_FILE = "fusion.json"
+
+
+@dataclass
+class DevClaims:
+    """The --fusion-dev queries merged, BM25's top --fusion-depth of each, and ``parts`` kept apart."""
+
+    corpus: dict
+    queries: dict[str, str]
+    qrels: dict
+    bm25: dict[str, list[Hit]]
+    chosen_on: str
+    parts: dict[str, tuple[dict, dict, dict]]  # {name: (corpus, queries, qrels)}, SQuAD's ids prefixed
+
+
+def comma_list(text: str) -> list[str]:
+    return [k.strip() for k in text.split(",") if k.strip()]
 
 
 def heldout_claims(source: Path, data_dir: str) -> tuple[dict, dict, dict, dict]:
@@ -30,6 +51,25 @@ def heldout_claims(source: Path, data_dir: str) -> tuple[dict, dict, dict, dict]
         )
     corpus, queries, qrels = load_beir(data_folder(data_dir, "scifact"), "train")
     return corpus, {q: queries[q] for q in dev}, {q: qrels[q] for q in dev}, metrics
+
+
+def load_reranker(model: str, device: str, batch_size: int, backend: str = "torch"):
+    """The re-ranker in ``model``: a CLS-LR ranker where the folder holds cls_lr_config.json, else a cross-encoder
+    (uncached: a folder trained again in this process must not come back stale) reading long documents as its
+    passages.json says."""
+    from ctxir.encoders.models import load_cross_encoder
+    from ctxir.names import CLS_LR_CONFIG
+    from ctxir.rerank import CrossEncoderReranker
+    from ctxir.rerank.registry import RERANKERS, passages_for
+
+    if (Path(model) / CLS_LR_CONFIG).is_file():
+        return RERANKERS[kinds.CLS_LR].load(model, device, batch_size)
+    cross_encoder = load_cross_encoder.__wrapped__(model, device)
+    reranker = CrossEncoderReranker(
+        cross_encoder, batch_size=batch_size, passages=passages_for(model), backend=backend
+    )
+    reranker.onnx_scorer()  # exported (once) before the first query: every query scores alike
+    return reranker
 
 
 def stage_runs(first: dict[str, list[Hit]], scored: dict, depth: int, fusion) -> dict[str, dict]:
@@ -166,3 +206,107 @@ def squad_topics(config: dict, data_dir: str, per_article: int, topic_words: int
         f"topic:{d}": {"title": "", "text": doc["text"]} for d, doc in squad.corpus.items() if d not in drawn
     }
     return corpus, queries, qrels
+
+
+def dev_claims(folder: Path, args) -> DevClaims:
+    """The held-out SciFact training claims --dev-from's (else --model's) metrics.json names, and --fusion-dev's
+    SQuAD parts."""
+    corpus, queries, qrels, metrics = heldout_claims(Path(args.dev_from or folder), args.data_dir)
+    config = metrics.get("config") or {}
+    parts = {"scifact": (corpus, queries, qrels)}
+    split = config.get("dev_split", "random")
+    described = [f"{len(queries)} held-out SciFact training claims (dev split {split!r})"]
+    if "squad" in comma_list(args.fusion_dev):
+        parts["squad"] = squad_dev(config, args.data_dir, args.fusion_dev_queries)
+        described.append(f"{len(parts['squad'][1])} SQuAD questions the model did not train on")
+    if "squad-topics" in comma_list(args.fusion_dev):
+        parts["squad-topics"] = squad_topics(
+            config, args.data_dir, per_article=2, topic_words=args.topic_words
+        )
+        described.append(
+            f"{len(parts['squad-topics'][1])} SQuAD paragraphs' first {args.topic_words} words as topics, their "
+            "articles' other paragraphs relevant"
+        )
+    merged = [{k: v for part in parts.values() for k, v in part[i].items()} for i in range(3)]
+    bm25 = first_stage_hits(parts.values(), [kinds.BM25], args.fusion_depth)[kinds.BM25]
+    return DevClaims(*merged, bm25, f"{' + '.join(described)}, BM25 top {args.fusion_depth}", parts)
+
+
+def first_stage_hits(parts, names: list[str], depth: int) -> dict[str, dict]:
+    """{name: {qid: top ``depth`` hits}} of the app's first stages, built as the app builds them, each of ``parts``
+    ((corpus, queries, …)) over its own corpus."""
+    from ctxir.encoders import BiEncoder
+    from ctxir.rerank.pipeline import build_first_stages
+    from ctxir.retrieval.registry import get_first_stage
+
+    encoders = [BiEncoder()] if any(get_first_stage(n).uses_bi_encoder for n in names) else []
+    out: dict[str, dict] = {name: {} for name in names}
+    for corpus, queries, *_ in parts if names else ():
+        stages = build_first_stages(corpus, names, encoders, show_progress=True)
+        for name in names:
+            out[name].update(stages[name].search(queries, depth))
+    return out
+
+
+def choose_passages(reranker, args, dev: DevClaims) -> dict:
+    """passages.json: first tokens or the best window (MaxP), whichever re-ranks the dev queries better alone; →
+    the chosen way's dev scores."""
+    from ctxir.rerank import Passages
+
+    if not hasattr(reranker, "passages"):
+        raise CtxirError(
+            f"--choose-passages applies to cross-encoders; {args.model!r} is a {type(reranker).__name__}: drop the flag"
+        )
+    ways = {"first": None, "max": Passages(args.passage_words, args.passage_stride)}
+    scored, ndcg = {}, {}
+    for name in ways:
+        reranker.passages = ways[name]
+        label = f"{len(dev.queries)} dev queries, passages {name}"
+        scored[name] = score_candidates(reranker, dev.queries, dev.bm25, dev.corpus, label)
+        ndcg[name] = round(dev_ndcg(dev.qrels, scored[name], dev.parts), 4)
+    method = "max" if ndcg["max"] > ndcg["first"] else "first"  # a tie keeps the cheaper way
+    reranker.passages = ways[method]
+    record = {
+        "method": method,
+        "words": args.passage_words,
+        "stride": args.passage_stride,
+        "metric": "nDCG@10 alone",
+        "dev": ndcg,
+        "chosen_on": dev.chosen_on,
+        "measured_with": str(
+            Path(args.model)
+        ),  # a later stage copying the file must not pass it off as its own
+    }
+    write_json(Path(args.model) / PASSAGES_FILE, record)
+    print(f"passages: {method} (dev nDCG@10 alone: {ndcg}) -> {Path(args.model) / PASSAGES_FILE}", flush=True)
+    return scored[method]
+
+
+def choose_fusion(reranker, args, dev: DevClaims, scored: dict | None, stamp) -> None:
+    """fusion.json: the fusion weight that does best on the dev queries over BM25's candidates, and under
+    "first_stages" over dense's and hybrid's."""
+    rules = (args.fusion_min_gain, dev.parts, args.fusion_rule, args.fusion_max_loss)
+    store = (args.scores_dir, stamp)  # score_candidates' store_root, stamp
+    chosen = {}
+    stages = {
+        kinds.BM25: dev.bm25,
+        **first_stage_hits(dev.parts.values(), ["dense", "hybrid"], args.fusion_depth),
+    }
+    for kind, hits in stages.items():
+        bm25 = kind == kinds.BM25
+        label = f"{len(dev.queries)} dev queries" + ("" if bm25 else f", {kind} candidates")
+        scored = score_candidates(reranker, dev.queries, hits, dev.corpus, label, *store, scored)
+        chosen[kind] = fusion_grid(dev.qrels, hits, scored, args.fusion_depth, *rules)
+        chosen[kind]["chosen_on"] = (
+            dev.chosen_on if bm25 else dev.chosen_on.replace("BM25 top", f"{kind} top")
+        )
+        row = chosen[kind]["dev"]
+        print(
+            f"fusion over {kind}: {row['method']}, weights {row['weights']} (dev nDCG@10: {kind} "
+            f"{row['first_stage']}, alone {row['alone']}, fused {row['fused']})",
+            flush=True,
+        )
+    metric = "nDCG@10" + (f", mean of {', '.join(dev.parts)}" if len(dev.parts) > 1 else "")
+    record = {"k": FUSION_K, **chosen.pop(kinds.BM25), "metric": metric, "first_stages": chosen}
+    write_json(Path(args.model) / FUSION_FILE, record)
+    print(f"-> {Path(args.model) / FUSION_FILE}", flush=True)

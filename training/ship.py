@@ -35,8 +35,6 @@ from ctxir.encoders.models import (
 from ctxir.files import disk_full, is_disk_full, read_json, write_checksums, write_json
 from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS, TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS
 from ctxir.publish.licenses import LICENSE_FILE
-from ctxir.rerank.stage_fusion import StageFusion
-from ctxir.retrieval.fusion import FUSIONS
 from ctxir.types import CtxirError
 from training.common import cli_main
 
@@ -73,15 +71,17 @@ CARD = "README.md"  # the model card, rendered from metrics.json (ctxir.publish.
 
 @dataclass
 class ShipArgs:
-    cross_encoder: str = flag("", "train_cross_encoder.py output (--train-layers or --lora-r); with --cls-lr")
+    cross_encoder: str = flag(
+        "", "train_cross_encoder.py --train-layers output (or a LoRA adapter); with --cls-lr"
+    )
     cls_lr: str = flag("", "train_cls_lr.py output whose --base-model is that cross-encoder")
     pair_scorer: str = flag("", f"train_pair_scorer.py output: ships as {SHIPPED_STS_CROSS_ENCODER}")
     dest: str = flag(str(ASSETS_MODELS), "package folder (ctxir/assets/models)")
     max_mb: float = flag(10.0, "refuse if the package folder's models would exceed this size in all")
-    fusion: str = flag("", "fusion.json for the fused mode (default: the cross-encoder folder's own)")
 
 
 def _copy(src: Path, dest: Path, names: tuple[str, ...], required: tuple[str, ...]) -> None:
+    """``names`` of ``src`` (``required`` ones checked), and a modular head's sub-folders that modules.json names."""
     missing = [n for n in required if not (src / n).is_file()]
     if missing:
         raise CtxirError(
@@ -91,6 +91,9 @@ def _copy(src: Path, dest: Path, names: tuple[str, ...], required: tuple[str, ..
     for name in names:
         if (src / name).is_file():
             shutil.copy2(src / name, dest / name)
+    for entry in read_json(src / "modules.json") or []:
+        if entry.get("path"):
+            shutil.copytree(src / entry["path"], dest / entry["path"])
 
 
 def check_shippable(folder: Path, max_mb: float, kept: tuple[Path, ...] = ()) -> float:
@@ -155,13 +158,6 @@ def _check_base(base: str) -> None:
         )
 
 
-def _copy_modules(src: Path, dest: Path) -> None:
-    """A modular head (segment-cosine, mean) keeps its modules in sub-folders named by modules.json."""
-    for entry in read_json(src / "modules.json") or []:
-        if entry.get("path"):
-            shutil.copytree(src / entry["path"], dest / entry["path"])
-
-
 def _stage_rerankers(args: ShipArgs, work: Path) -> dict:
     """The relevance cross-encoder and the CLS-LR ranker fitted on it, checked and assembled under ``work``."""
     from ctxir.publish.model_folder import cls_lr_base_dir
@@ -174,7 +170,7 @@ def _stage_rerankers(args: ShipArgs, work: Path) -> dict:
         raise CtxirError(
             f"--cross-encoder {args.cross_encoder!r} is neither trained top layers ({TOP_LAYERS_CONFIG}) "
             f"nor an adapter ({ADAPTER_CONFIG} without model.safetensors): train it with "
-            "`train_cross_encoder.py --head segment-cosine --train-layers 2` (or --lora-r 16); full "
+            "`train_cross_encoder.py --head segment-cosine --train-layers 2`; full "
             "models are too large to ship and go to the Hub"
         )
     base = top_layers["base_model"] if top_layers else adapter_base(ce_src)
@@ -191,17 +187,6 @@ def _stage_rerankers(args: ShipArgs, work: Path) -> dict:
     ce_dest, cls_dest = (work / SHIPPED_MODELS[name].name for name in (SHIPPED_CROSS_ENCODER, SHIPPED_CLS_LR))
     weights = (TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS) if top_layers else ADAPTER_FILES
     _copy(ce_src, ce_dest, CROSS_ENCODER_FILES, (*weights, "metrics.json"))
-    if args.fusion:
-        fusion = read_json(args.fusion)
-        if fusion.get("method") not in FUSIONS or len(fusion.get("weights", ())) != 2:
-            raise CtxirError(
-                f"--fusion {args.fusion!r} is not a fusion.json: expected method {'|'.join(FUSIONS)} "
-                "and two weights (first stage, re-ranker)"
-            )
-        write_json(ce_dest / "fusion.json", fusion)
-        # read back as the app reads it
-        StageFusion.from_file(ce_dest / "fusion.json")
-    _copy_modules(ce_src, ce_dest)
     _copy(cls_src, cls_dest, CLS_LR_FILES, CLS_LR_FILES[:3])
     cls_config["base_model"] = SHIPPED_CROSS_ENCODER  # by name: resolves to the packaged adapter
     write_json(cls_dest / CLS_LR_CONFIG, cls_config)
@@ -240,7 +225,6 @@ def _stage_pair_scorer(args: ShipArgs, work: Path) -> dict:
     # 2. assemble it; 3. it must score exactly as the trained one does; 4. its card; 5. last: its checksums
     out = work / SHIPPED_MODELS[SHIPPED_STS_CROSS_ENCODER].name
     _copy(src, out, PAIR_SCORER_FILES, (*ADAPTER_FILES, "modules.json", "metrics.json"))
-    _copy_modules(src, out)
     shipped = _same_score(src, out, SIMILARITY_PAIR, "pair scorer", "PAIR_SCORER_FILES")
     write_card(out, SHIPPED_STS_CROSS_ENCODER, kinds.CROSS_ENCODER, base)
     write_checksums(out)

@@ -1,7 +1,5 @@
 """Fine-tune a bi-encoder (SentenceTransformer) with sentence-transformers' trainer, losses and evaluators.
 
-Tasks (--task) and objectives (--objective): scifact mnrl, stsb and sick cosent|cosine, nli softmax|mnrl.
-
     python training/train_bi_encoder.py --task stsb --epochs 4 --output-dir outputs/bi-stsb
     python training/train_bi_encoder.py --task stsb --max-steps 2 --max-samples 16   # smoke run
 Outputs in --output-dir: the model, metrics.json, training_log.jsonl, train.log, checkpoints/ while training.
@@ -9,7 +7,6 @@ Outputs in --output-dir: the model, metrics.json, training_log.jsonl, train.log,
 
 from __future__ import annotations
 
-import random
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,11 +15,19 @@ from typing import Literal
 if __package__ in (None, ""):  # `python training/train_bi_encoder.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sentence_transformers import SentenceTransformerTrainingArguments
+from sentence_transformers import SentenceTransformer, SentenceTransformerTrainingArguments
+from sentence_transformers.base.sampler import BatchSamplers
+from sentence_transformers.sentence_transformer import losses
+from sentence_transformers.sentence_transformer.evaluation import (
+    EmbeddingSimilarityEvaluator,
+    InformationRetrievalEvaluator,
+)
+from sentence_transformers.sentence_transformer.trainer import SentenceTransformerTrainer
+from sentence_transformers.util import mine_hard_negatives
 
 from ctxir import kinds
 from ctxir.cli import flag
-from ctxir.data import NLI_LABELS, load_beir, load_sick, load_snli, load_sts
+from ctxir.data import load_beir, load_sts
 from ctxir.encoders.lengths import set_max_length
 from ctxir.encoders.models import resolve_model
 from ctxir.types import CtxirError, doc_text
@@ -34,13 +39,14 @@ from training.common import (
     columns,
     data_folder,
     dataset_entry,
+    first_test_queries,
     heldout_queries,
     run_config,
+    take,
     take_train,
 )
 from training.steps import (
     Run,
-    Scores,
     TaskData,
     check_data,
     dev_record,
@@ -49,7 +55,13 @@ from training.steps import (
     write_run_metrics,
 )
 
-MINING_RANGE = 50  # scifact mnrl: hard negatives are the nearest of this many non-positive documents
+MINING_RANGE, DEV_CORPUS_SIZE = 50, 1000  # scifact: the nearest documents mined; the dev evaluator's corpus
+# each --objective: the --task it fits (a task's first is auto's) and its sentence-transformers loss
+OBJECTIVES = {
+    "mnrl": ("scifact", "MultipleNegativesRankingLoss"),
+    "cosent": ("stsb", "CoSENTLoss"),
+    "cosine": ("stsb", "CosineSimilarityLoss"),
+}
 # published figures and what they cover: an anchor stands beside a row only on the same queries
 ANCHORS = {
     ("scifact", "nDCG@10"): {
@@ -69,35 +81,19 @@ ANCHORS = {
 
 @dataclass
 class BiEncoderArgs(TrainerRunArgs, SentenceTransformerTrainingArguments):
-    task: Literal["scifact", "stsb", "sick", "nli"] = flag("stsb", "training data: scifact, stsb, sick, nli")
-    objective: Literal["auto", "mnrl", "cosent", "cosine", "softmax"] = flag(
-        "auto", "loss; auto = the task's default (see the module docstring)"
+    task: Literal["scifact", "stsb"] = flag("stsb", "training data: scifact or stsb")
+    objective: Literal["auto", "mnrl", "cosent", "cosine"] = flag(
+        "auto", "loss: mnrl (scifact), cosent or cosine (stsb); auto = the task's first"
     )
     output_dir: str = flag("", "default outputs/bi-encoder-<task>-<objective>")
     num_negatives: int = flag(1, "mnrl on scifact: mined hard negatives per pair")
     mining_relative_margin: float = flag(0.05, "drop candidates scoring within this fraction of the positive")
     mining_cache: str = flag("", "folder caching mining embeddings (default ~/.cache/ctxir/mining; 'none')")
     dev_queries: int = flag(50, "scifact: training queries held out for the dev evaluator (0 = none)")
-    dev_corpus_size: int = flag(1000, "scifact dev: judged docs + random others up to N (0 = full corpus)")
     eval_max_queries: int = flag(0, "scifact test: first N queries (0 = all)")
 
 
-# ---------------------------------------------------------------- data
-
-
-def sts_pairs(data_dir: str, name: str, split: str) -> list[tuple[str, str, float]]:
-    """(s1, s2, score in [0, 1]) for STS-B (0-5) or SICK relatedness (1-5)."""
-    if name == "stsb":
-        return [(a, b, s / 5.0) for a, b, s in load_sts(data_folder(data_dir, "stsb"), split)]
-    return [
-        (p.sentence_a, p.sentence_b, (p.relatedness - 1.0) / 4.0)
-        for p in load_sick(data_folder(data_dir, "sick"), split)
-    ]
-
-
 def similarity_evaluator(pairs, name: str, batch_size: int):
-    from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
-
     return EmbeddingSimilarityEvaluator(
         *([p[i] for p in pairs] for i in range(3)),
         batch_size=batch_size,
@@ -107,80 +103,22 @@ def similarity_evaluator(pairs, name: str, batch_size: int):
     )
 
 
-def test_entries(data_dir: str, tests: dict) -> list[dict]:
-    return [dataset_entry(n, "test", "eval", data_folder(data_dir, n), len(p)) for n, p in tests.items()]
-
-
 def build_sts_task(args: BiEncoderArgs, model) -> TaskData:
-    name, folder = args.task, data_folder(args.data_dir, args.task)
-    pairs = take_train(
-        sts_pairs(args.data_dir, name, "train"), args.max_samples, args.seed, f"{name} train pairs"
+    folder = data_folder(args.data_dir, "stsb")
+    train, dev, test = (
+        [(a, b, s / 5.0) for a, b, s in load_sts(folder, split)] for split in ("train", "dev", "test")
     )
-    dev = sts_pairs(args.data_dir, name, "dev")
-    tests = {name: sts_pairs(args.data_dir, name, "test")}
-    if name == "sick":  # SICK-trained models are also read on STS-B, the usual STS yardstick
-        tests["stsb"] = sts_pairs(args.data_dir, "stsb", "test")
+    pairs = take_train(train, args.max_samples, args.seed, "stsb train pairs")
     rows = [
-        dataset_entry(name, "train", "train", folder, len(pairs)),
-        dataset_entry(name, "dev", "eval", folder, len(dev)),
-        *test_entries(args.data_dir, tests),
+        dataset_entry("stsb", "train", "train", folder, len(pairs)),
+        dataset_entry("stsb", "dev", "eval", folder, len(dev)),
+        dataset_entry("stsb", "test", "eval", folder, len(test)),
     ]
-    evaluator = similarity_evaluator(dev, f"{name}-dev", args.per_device_train_batch_size)
-    return TaskData(columns(pairs, ["sentence1", "sentence2", "score"]), rows, evaluator, {"sts": tests})
-
-
-def build_nli_task(args: BiEncoderArgs, model) -> TaskData:
-    snli_dir, sick_dir = data_folder(args.data_dir, "snli"), data_folder(args.data_dir, "sick")
-    # The staged SNLI has no train split: its dev set is our training data; test stays untouched.
-    snli, sick = load_snli(snli_dir, "dev"), load_sick(sick_dir, "train")
-    examples = [(p.premise, p.hypothesis, p.label) for p in snli]
-    examples += [(p.sentence_a, p.sentence_b, p.label) for p in sick]
-    if args.objective == "mnrl":
-        # (premise, entailed hypothesis, contradicted hypothesis): SBERT's NLI recipe for MNRL.
-        by_premise: dict[str, dict[str, str]] = {}
-        for premise, hypothesis, label in examples:
-            by_premise.setdefault(premise, {}).setdefault(label, hypothesis)
-        triplets = [
-            (p, h["entailment"], h["contradiction"])
-            for p, h in by_premise.items()
-            if "entailment" in h and "contradiction" in h
-        ]
-        triplets = take_train(
-            triplets, args.max_samples, args.seed, "(premise, entailed, contradicted) triplets"
-        )
-        train = columns(triplets, ["anchor", "positive", "negative"])
-    else:
-        examples = take_train(examples, args.max_samples, args.seed, "NLI pairs")
-        train = columns(
-            [(p, h, NLI_LABELS.index(y)) for p, h, y in examples], ["premise", "hypothesis", "label"]
-        )
-    dev = sts_pairs(args.data_dir, "stsb", "dev")
-    tests = {name: sts_pairs(args.data_dir, name, "test") for name in ("stsb", "sick")}
-    rows = [
-        dataset_entry("snli", "dev", "train", snli_dir, len(snli)),
-        dataset_entry("sick", "train", "train", sick_dir, len(sick)),
-        dataset_entry("stsb", "dev", "eval", data_folder(args.data_dir, "stsb"), len(dev)),
-        *test_entries(args.data_dir, tests),
-    ]
-    extra = {"train_examples_after_filtering": len(train), "labels": list(NLI_LABELS)}
     evaluator = similarity_evaluator(dev, "stsb-dev", args.per_device_train_batch_size)
-    return TaskData(train, rows, evaluator, {"sts": tests}, extra)
-
-
-def subsample_corpus(corpus: dict, qrels: dict, size: int, seed: int) -> dict:
-    """Judged documents plus random others up to ``size`` (0 = everything)."""
-    if size <= 0 or size >= len(corpus):
-        return corpus
-    keep = {d for rel in qrels.values() for d in rel if d in corpus}
-    others = sorted(set(corpus) - keep)
-    keep |= set(random.Random(seed).sample(others, max(0, min(len(others), size - len(keep)))))
-    return {d: corpus[d] for d in corpus if d in keep}
+    return TaskData(columns(pairs, ["sentence1", "sentence2", "score"]), rows, evaluator, {"sts": test})
 
 
 def build_scifact_task(args: BiEncoderArgs, model) -> TaskData:
-    from sentence_transformers.sentence_transformer.evaluation import InformationRetrievalEvaluator
-    from sentence_transformers.util import mine_hard_negatives
-
     folder = data_folder(args.data_dir, "scifact")
     corpus, queries, qrels = load_beir(folder, "train")
     # SciFact has no dev split: hold out some training queries for the in-training evaluator.
@@ -211,32 +149,23 @@ def build_scifact_task(args: BiEncoderArgs, model) -> TaskData:
         cache_folder=None if cache.lower() == "none" else cache,
         verbose=True,
     )
-    check_not_empty(
-        len(mined), "mine_hard_negatives found no negative for any pair", "lower --mining-relative-margin"
-    )
+    check_not_empty(len(mined), "mining found no negative for any pair", "lower --mining-relative-margin")
     dev_evaluator = None
     if dev_ids:
         dev_qrels = {q: {d for d, s in qrels[q].items() if s > 0} for q in dev_ids}
-        dev_corpus = subsample_corpus(
-            corpus, {q: dict.fromkeys(v, 1) for q, v in dev_qrels.items()}, args.dev_corpus_size, args.seed
-        )
+        keep = {d for docs in dev_qrels.values() for d in docs if d in corpus}  # + random others
+        keep |= set(take(sorted(set(corpus) - keep), max(0, DEV_CORPUS_SIZE - len(keep)), args.seed))
         dev_evaluator = InformationRetrievalEvaluator(
             {q: queries[q] for q in sorted(dev_ids)},
-            {d: doc_text(doc) for d, doc in dev_corpus.items()},
+            {d: doc_text(doc) for d, doc in corpus.items() if d in keep},
             dev_qrels,
             name="scifact-train-heldout",
             batch_size=args.per_device_train_batch_size,
-            mrr_at_k=[10],
-            ndcg_at_k=[10],
             accuracy_at_k=[1, 10],
             precision_recall_at_k=[10, 100],
-            map_at_k=[100],
             write_csv=False,
         )
-    _, test_queries, test_qrels = load_beir(folder, "test")
-    if args.eval_max_queries > 0:
-        test_queries = dict(list(test_queries.items())[: args.eval_max_queries])
-        test_qrels = {q: test_qrels[q] for q in test_queries}
+    test_queries, test_qrels = first_test_queries(folder, args.eval_max_queries)
     rows = [
         dataset_entry("scifact", "train", "train", folder, len(pairs)),
         dataset_entry("scifact", "test", "eval", folder, len(test_queries)),
@@ -260,81 +189,40 @@ def build_scifact_task(args: BiEncoderArgs, model) -> TaskData:
     return TaskData(mined, rows, dev_evaluator, {"retrieval": (corpus, test_queries, test_qrels)}, extra)
 
 
-# each task: its data step, the dataset folders it reads under --data-dir, its objectives (the first is auto's)
-TASKS = {
-    "scifact": (build_scifact_task, ["scifact"], ("mnrl",)),
-    "stsb": (build_sts_task, ["stsb"], ("cosent", "cosine")),
-    "sick": (build_sts_task, ["sick", "stsb"], ("cosent", "cosine")),
-    "nli": (build_nli_task, ["snli", "sick", "stsb"], ("softmax", "mnrl")),
-}
-
-
-# ---------------------------------------------------------------- loss & evaluation
-
-
-def build_loss(objective: str, model):
-    from sentence_transformers.sentence_transformer import losses
-
-    if objective == "softmax":  # SBERT's classification objective: softmax over (u, v, |u−v|)
-        dimension = model.get_embedding_dimension()
-        return losses.SoftmaxLoss(model, embedding_dimension=dimension, num_labels=len(NLI_LABELS))
-    return {
-        "mnrl": losses.MultipleNegativesRankingLoss,
-        "cosent": losses.CoSENTLoss,
-        "cosine": losses.CosineSimilarityLoss,
-    }[objective](model)
-
-
-def evaluate(model, test: dict, batch_size: int, model_id: str) -> Scores:
+def evaluate(model, test: dict, batch_size: int, model_id: str) -> dict:
     """{(dataset, split, metric): value} on the test splits; ``model_id`` names ``model``'s weights on disk
     (its Hub id or folder), so ctxir's embedding cache is shared with ``ctxir evaluate --model ID``."""
-    scores: Scores = {}
-    for name, pairs in test.get("sts", {}).items():
-        result = similarity_evaluator(pairs, f"{name}-test", batch_size)(model)
-        scores[(name, "test", "spearman")] = float(result[f"{name}-test_spearman_cosine"])
-        scores[(name, "test", "pearson")] = float(result[f"{name}-test_pearson_cosine"])
-    if "retrieval" in test:
-        from ctxir.encoders import BiEncoder
-        from ctxir.evaluation import evaluate_run
-        from ctxir.retrieval import DenseRetriever
-        from ctxir.types import run_from_hits
+    if "sts" in test:
+        result = similarity_evaluator(test["sts"], "stsb-test", batch_size)(model)
+        return {("stsb", "test", m): float(result[f"stsb-test_{m}_cosine"]) for m in ("spearman", "pearson")}
+    from ctxir.encoders import BiEncoder
+    from ctxir.evaluation import evaluate_run
+    from ctxir.retrieval import DenseRetriever
+    from ctxir.types import run_from_hits
 
-        corpus, queries, qrels = test["retrieval"]
-        # the cache is keyed by the name and a fingerprint of the weights: the trained model never reuses old vectors
-        encoder = BiEncoder(model, batch_size=batch_size)
-        encoder.name = model_id
-        hits = DenseRetriever(corpus, encoder, index="exact", show_progress=True).search(queries, 100)
-        aggregate = evaluate_run(qrels, run_from_hits(hits)).aggregate
-        for metric in ("nDCG@10", "MRR@10", "Recall@100"):
-            scores[("scifact", "test", metric)] = float(aggregate[metric])
-    return scores
+    corpus, queries, qrels = test["retrieval"]
+    # the cache is keyed by the name and a fingerprint of the weights: the trained model never reuses old vectors
+    encoder = BiEncoder(model, batch_size=batch_size)
+    encoder.name = model_id
+    hits = DenseRetriever(corpus, encoder, index="exact", show_progress=True).search(queries, 100)
+    aggregate = evaluate_run(qrels, run_from_hits(hits)).aggregate
+    return {("scifact", "test", m): float(aggregate[m]) for m in ("nDCG@10", "MRR@10", "Recall@100")}
 
 
-def describe_tests(test: dict, eval_max_queries: int) -> tuple[dict, dict]:
-    """({dataset: (task, config text)}, {dataset: what its figures cover}) of the test rows."""
-    tasks = {name: ("sts", f"cosine similarity, {len(p)} pairs") for name, p in test.get("sts", {}).items()}
-    coverage = {name: {"queries": len(pairs)} for name, pairs in test.get("sts", {}).items()}
-    if "retrieval" in test:
-        corpus, queries, _ = test["retrieval"]
-        tasks["scifact"] = (
-            "retrieval",
-            f"dense exact search, {len(corpus)} documents, {len(queries)} queries",
-        )
-        coverage["scifact"] = {"queries": len(queries)}
-        if eval_max_queries > 0:
-            coverage["scifact"]["subset"] = (
-                f"the first {len(queries)} SciFact test queries (--eval-max-queries)"
-            )
-    return tasks, coverage
-
-
-# ---------------------------------------------------------------- run
+def describe_tests(test: dict, eval_max_queries: int) -> tuple[dict, dict]:  # the rows' task and coverage
+    if "sts" in test:
+        n = len(test["sts"])
+        return {"stsb": ("sts", f"cosine similarity, {n} pairs")}, {"stsb": {"queries": n}}
+    corpus, queries, _ = test["retrieval"]
+    coverage = {"queries": len(queries)}
+    if eval_max_queries > 0:
+        coverage["subset"] = f"the first {len(queries)} SciFact test queries (--eval-max-queries)"
+    task = ("retrieval", f"dense exact search, {len(corpus)} documents, {len(queries)} queries")
+    return {"scifact": task}, {"scifact": coverage}
 
 
 def load(args: BiEncoderArgs, device: str):
     """The starting SentenceTransformer, --max-length applied (0 = the model's own, capped at its positions)."""
-    from sentence_transformers import SentenceTransformer
-
     model = SentenceTransformer(resolve_model(args.model), device=device)
     set_max_length(model, args.max_length, name="--max-length")
     return model
@@ -342,31 +230,26 @@ def load(args: BiEncoderArgs, device: str):
 
 def run(args: BiEncoderArgs) -> dict:
     """Train one bi-encoder; returns the metrics.json record (empty on non-main processes)."""
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.base.sampler import BatchSamplers
-    from sentence_transformers.sentence_transformer.trainer import SentenceTransformerTrainer
-
     # 0. check the arguments and the data before anything heavy is loaded; the run's folder and log
-    build_task, data_names, objectives = TASKS[args.task]
-    if args.objective == "auto":
-        args.objective = objectives[0]
+    objectives = [name for name, (task, _) in OBJECTIVES.items() if task == args.task]
+    args.objective = objectives[0] if args.objective == "auto" else args.objective
     if args.objective not in objectives:
         raise CtxirError(
             f"--objective {args.objective!r} does not fit --task {args.task!r}: use one of "
             f"{', '.join(objectives)} (or auto)"
         )
     check_common_args(args)
-    check_data(args.data_dir, data_names)
+    check_data(args.data_dir, [args.task])
     out = Path(args.output_dir or f"outputs/bi-encoder-{args.task}-{args.objective}")
     config, resume = run_config(args), args.resume_from_checkpoint
     with Run(out, "train_bi_encoder", config, resume, args.run_device, args.torch_threads) as run:
         # 1. load the model
         model = load(args, run.device)
         # 2. load the data
-        data = build_task(args, model)
+        data = (build_scifact_task if args.task == "scifact" else build_sts_task)(args, model)
         print(f"training rows: {len(data.train)}, columns {data.train.column_names}")
-        # 3. loss
-        loss = build_loss(args.objective, model)
+        # 3. the loss
+        loss = getattr(losses, OBJECTIVES[args.objective][1])(model)
         # 4. evaluator: the dev one during training, and the starting model's scores
         batch, dev = args.per_device_train_batch_size, data.dev_evaluator
         before = evaluate(model, data.test, batch, args.model) if args.eval_before else {}

@@ -1,16 +1,14 @@
 """Train the CLS-LR ranker: logistic regression on a cross-encoder's [CLS] vector of ``[CLS] query [SEP] document [SEP]``.
 
-Positives are the qrels' documents, negatives BM25's best non-relevant ones; C and the threshold are chosen by
-query-grouped cross-validation on the fit queries only. Then BM25, the cross-encoder and CLS-LR re-rank SciFact test.
+Positives: the qrels' documents; negatives: BM25's best others; C and the threshold: query-grouped cross-validation.
 
     python -m training.train_cls_lr --base-model outputs/cross-encoder-scifact --output-dir outputs/cls-lr
-Writes to --output-dir: cls_lr.safetensors, cls_lr_config.json, metrics.json, pr_curve.png, train.log.
+Writes to --output-dir: cls_lr.safetensors, cls_lr_config.json, metrics.json, train.log.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -25,7 +23,6 @@ from scipy.special import expit
 from sklearn.metrics import log_loss
 
 from ctxir import kinds
-from ctxir.checks import check_choice
 from ctxir.cli import flag
 from ctxir.data import load_beir
 from ctxir.encoders import weights_fingerprint
@@ -35,18 +32,15 @@ from ctxir.encoders.models import (
     load_cross_encoder,
     pick_device,
     resolve_model,
-    set_threads,
 )
 from ctxir.encoders.reranker_heads import cls_lr_logit
-from ctxir.files import machine_info
+from ctxir.files import machine_info, read_json
 from ctxir.publish.metrics_file import write_metrics
 from ctxir.rerank import ClsLrRanker
 from ctxir.retrieval import BM25Retriever
-from ctxir.types import CtxirError, doc_text
+from ctxir.types import doc_text
 from training import cls_lr, common
 from training.common import RunArgs, check_not_empty, cli_main, data_folder, take, tee_output
-
-CV_METRICS = {"average-precision": "average_precision", "ndcg": "ndcg"}  # --cv-metric → choose_c's key
 
 
 @dataclass
@@ -57,15 +51,11 @@ class ClsLrArgs(RunArgs):
     max_length: int = flag(0, "tokens per pair (0 = the cross-encoder's own max_seq_length)")
     negatives_per_positive: int = flag(4, "hard negatives (BM25's best non-relevant documents) per positive")
     negative_depth: int = flag(100, "BM25 depth the hard negatives are drawn from")
-    heldout_queries: str = flag(
-        "random", "held-out queries: random (--heldout-fraction) or base-unseen (the cross-encoder never saw)"
-    )
+    heldout_queries: str = flag("random", "held-out queries: random (--heldout-fraction) or base-unseen")
     heldout_fraction: float = flag(0.2, "share of the train queries held out for the classification report")
     max_samples: int = flag(-1, "use a seeded subset of this many train queries (-1 = all)")
     c_grid: str = flag("0.0001,0.0003,0.001,0.003,0.01,0.1,1,10", "LogisticRegression C values tried")
-    cv_metric: str = flag(
-        "average-precision", "grouped cross-validation maximises: average-precision or ndcg"
-    )
+    cv_metric: str = flag("average-precision", "cross-validation maximises: average-precision or ndcg")
     cv_folds: int = flag(5, "query-grouped folds on the fit queries for C and threshold")
     rerank_depth: int = flag(100, "BM25 candidates re-ranked per SciFact test query")
     max_test_queries: int = flag(-1, "re-rank a seeded subset of test queries; -1 = all")
@@ -79,56 +69,10 @@ class ClsLrArgs(RunArgs):
     model_name: str = flag("ctxir-cls-lr-scifact", "short name for metrics.json")
 
 
-def check_args(args: ClsLrArgs) -> tuple[list[float], list[float]]:
-    """The argument checks, before anything is loaded → the --c-grid and --score-emphasis values."""
-    lows = {"negatives_per_positive": 1, "rerank_depth": 1, "batch_size": 1, "cv_folds": 2, "max_length": 0}
-    for name, low in lows.items():
-        if getattr(args, name) < low:
-            raise CtxirError(f"--{name.replace('_', '-')} must be ≥ {low}, got {getattr(args, name)!r}")
-    if args.negative_depth < args.negatives_per_positive:
-        raise CtxirError(
-            f"--negative-depth ({args.negative_depth!r}) must be ≥ --negatives-per-positive "
-            f"({args.negatives_per_positive!r}): negatives are drawn from that many BM25 hits"
-        )
-    if not 0 < args.heldout_fraction < 1:
-        raise CtxirError(f"--heldout-fraction must be between 0 and 1, got {args.heldout_fraction!r}")
-    for name in ("max_samples", "max_test_queries", "general_queries"):
-        if getattr(args, name) < -1 or getattr(args, name) == 0:
-            raise CtxirError(
-                f"--{name.replace('_', '-')} must be -1 (all) or ≥ 1, got {getattr(args, name)!r}"
-            )
-    check_choice(args.heldout_queries, "--heldout-queries", ("random", "base-unseen"))
-    check_choice(args.cv_metric, "--cv-metric", CV_METRICS)
-    c_grid = positive_grid("--c-grid", args.c_grid, "0.01,0.1,1", "C")
-    pick_device(args.device)
-    set_threads(args.torch_threads)
-    emphases = positive_grid("--score-emphasis", args.score_emphasis, "1,10,100", "value")
-    return c_grid, emphases if args.score_feature else [1.0]
-
-
-def positive_grid(name: str, value: str, example: str, what: str) -> list[float]:
-    """A comma list of numbers > 0, or a CtxirError naming the flag ``name``."""
-    try:
-        grid = [float(v) for v in value.split(",") if v.strip()]
-    except ValueError as err:
-        raise CtxirError(f"{name} {value!r} must be comma-separated numbers like '{example}'") from err
-    if not grid or any(v <= 0 for v in grid):
-        raise CtxirError(f"{name} {value!r} must list at least one {what} > 0")
-    return grid
-
-
-def base_reference(given: str, base_path: str, output: Path) -> str:
-    """What cls_lr_config.json names as base_model: a path relative to the ranker folder for a local cross-encoder
-    (ClsLrRanker.load resolves it there), else the Hub id as given."""
-    if Path(given).expanduser().exists():
-        return os.path.relpath(Path(base_path).resolve(), output.resolve())
-    return given
-
-
 def run(args: ClsLrArgs) -> dict:
     total_start = time.perf_counter()
     # 0. check the arguments and the data before anything is loaded; split the train queries into fit and held-out
-    c_grid, emphases = check_args(args)
+    c_grid, emphases = cls_lr.check_args(args)
     scifact = data_folder(args.data_dir, "scifact")
     corpus, train_queries, train_qrels = load_beir(scifact, "train")
     _, test_queries, test_qrels = load_beir(scifact, "test")
@@ -139,29 +83,24 @@ def run(args: ClsLrArgs) -> dict:
         "check that the qrels belong to this corpus",
     )
     base_path = resolve_model(args.base_model)
-    base_metrics = Path(base_path) / "metrics.json"
-    base_config = json.loads(base_metrics.read_text()).get("config", {}) if base_metrics.is_file() else {}
+    base_config = read_json(Path(base_path) / "metrics.json").get("config", {})
     base_unseen = args.heldout_queries == "base-unseen"
-    unseen = cls_lr.base_unseen_queries(base_path, train_qids) if base_unseen else None
-    fit_qids, heldout_qids = cls_lr.split_queries(
-        take(train_qids, args.max_samples, args.seed), unseen, args.heldout_fraction, args.seed
-    )
+    qids = take(train_qids, args.max_samples, args.seed)
+    unseen = cls_lr.base_unseen_queries(base_path, qids) if base_unseen else None
+    fit_qids, heldout_qids = cls_lr.split_queries(qids, unseen, args.heldout_fraction, args.seed)
     test_qids = take(sorted(test_queries), args.max_test_queries, args.seed)
     output = Path(args.output_dir)
     output.mkdir(parents=True, exist_ok=True)
     with tee_output(output / "train.log"):
-        print(
-            f"=== train_cls_lr {time.strftime('%Y-%m-%d %H:%M:%S %Z')} ===\nconfig: {json.dumps(asdict(args))}"
-        )
+        print(f"=== train_cls_lr {time.strftime('%F %T %Z')} ===\nconfig: {json.dumps(asdict(args))}")
 
         # 1. load the cross-encoder whose [CLS] is read (a plain body gets a fresh head, seeded)
         torch.manual_seed(args.seed)
         device = pick_device(args.device)
         cross_encoder = load_cross_encoder(base_path, device)
         max_length = set_max_length(cross_encoder, args.max_length, name="--max-length")  # the library's rule
-        features = cls_lr.FeatureCache(
-            args.cache_dir, weights_fingerprint(cross_encoder), args.layer, max_length
-        )
+        fingerprint = weights_fingerprint(cross_encoder)
+        features = cls_lr.FeatureCache(args.cache_dir, fingerprint, args.layer, max_length)
         print(f"cross-encoder {args.base_model!r} on {device}, max_length {max_length}, layer {args.layer}")
 
         # 2. build the pairs: each fit and held-out query's relevant documents and BM25's best non-relevant ones
@@ -175,8 +114,7 @@ def run(args: ClsLrArgs) -> dict:
         check_not_empty(int(y.sum()), "the fit queries have no relevant pairs", "raise --max-samples")
         hint = "raise --negative-depth"
         check_not_empty(int((1 - y).sum()), "BM25 found no non-relevant document for the fit queries", hint)
-        # the held-out report is stated on held-out queries with ≥ 3 hard negatives per positive
-        eligible = {q for q in heldout_qids if ratio.get(q, 0) >= 3}
+        eligible = {q for q in heldout_qids if ratio.get(q, 0) >= 3}  # reported: ≥ 3 negatives per positive
         report_rows = pairs.rows(eligible)
         y_report = pairs.labels[report_rows]
         parts, general = [(pairs.pairs, "train pairs")], {}
@@ -210,12 +148,12 @@ def run(args: ClsLrArgs) -> dict:
         # 4. fit: C (and the score's emphasis) and the F1-maximising threshold by query-grouped cross-validation on
         # the fit queries only, then the fit on all of them
         x_fit, y_fit, g_fit = x[fit_rows], pairs.labels[fit_rows], pairs.groups[fit_rows]
-        metric = CV_METRICS[args.cv_metric]
+        metric = cls_lr.CV_METRICS[args.cv_metric]
         (best_c, emphasis), cv = cls_lr.choose_c(
             x_fit, y_fit, g_fit, c_grid, emphases, "balanced", args.cv_folds, args.seed, metric
         )
         threshold, oof_f1 = cls_lr.best_f1_threshold(y_fit, cv[best_c, emphasis]["oof"])
-        ce_threshold, ce_fit_f1 = cls_lr.best_f1_threshold(y_fit, ce[fit_rows])
+        ce_threshold = cls_lr.best_f1_threshold(y_fit, ce[fit_rows])[0]
         print(
             f"chosen {cls_lr.setting_name(best_c, emphasis)}; out-of-fold F1-maximising threshold {threshold:.4f} "
             f"(probability {expit(threshold):.4f}, F1 {oof_f1:.4f})"
@@ -225,7 +163,7 @@ def run(args: ClsLrArgs) -> dict:
         final_loss = float(log_loss(y_fit, model.predict_proba(x_fit)[:, 1], labels=[0, 1]))
 
         # 5. save the ranker (safetensors + JSON), base_model relative to it
-        base_ref = base_reference(args.base_model, base_path, output)
+        base_ref = cls_lr.base_reference(args.base_model, base_path, output)
         meta = {"C": best_c, "score_emphasis": emphasis, "class_weight": "balanced"}
         meta.update(
             standardised_then_folded=True, threshold=threshold, threshold_probability=float(expit(threshold))
@@ -251,40 +189,25 @@ def run(args: ClsLrArgs) -> dict:
         }
         for name, rep in reports.items():
             print(f"--- {name} (score ≥ {rep['threshold']:.4f}) ---\n{rep.pop('text')}")
-        cls_lr.pr_curve_png(
-            output / "pr_curve.png",
-            y_report,
-            {"CLS-LR": (s_report, threshold), "cross-encoder score": (ce[report_rows], ce_threshold)},
-            f"Held-out SciFact train queries ({len(eligible)} queries, {int(y_report.sum())} relevant pairs)",
-        )
 
-        # 7. SciFact test's BM25 candidates re-ranked by the cross-encoder and CLS-LR (one shared pass); the saved
-        # ranker loaded back and checked against it
+        # 7. SciFact test's BM25 candidates re-ranked by the cross-encoder and CLS-LR (one shared pass)
         queries = {q: test_queries[q] for q in test_qids}
         candidates = bm25.search(queries, args.rerank_depth)
-        texts = {q: [doc_text(corpus[h.doc_id]) for h in candidates[q]] for q in test_qids}
-        test_pairs = [(queries[q], t) for q in test_qids for t in texts[q]]
+        test_pairs = [(queries[q], doc_text(corpus[h.doc_id])) for q in test_qids for h in candidates[q]]
         x_test, ce_test = features.read(
             cross_encoder, test_pairs, "test candidates", args.batch_size, args.score_feature
         )
-        one_pass = {
-            kinds.CROSS_ENCODER: cls_lr.PrecomputedReranker(kinds.CROSS_ENCODER, test_pairs, ce_test),
-            kinds.CLS_LR: cls_lr.PrecomputedReranker(kinds.CLS_LR, test_pairs, ranker.score_features(x_test)),
-        }
-        test_qrels = {q: test_qrels[q] for q in test_qids}
+        scores = {kinds.CROSS_ENCODER: ce_test, kinds.CLS_LR: ranker.score_features(x_test)}
+        one_pass = {n: cls_lr.PrecomputedReranker(n, test_pairs, s) for n, s in scores.items()}
         retrieval = cls_lr.rerank_test(bm25, queries, test_qrels, list(one_pass.values()), args.rerank_depth)
-        verified = {queries[q]: texts[q] for q in test_qids[: max(args.verify_queries, 0)]}
-        verification = cls_lr.verify_ranker(
-            output, cross_encoder, verified, one_pass, args.batch_size, device
+        check = cls_lr.verify_ranker(
+            output, cross_encoder, one_pass, args.verify_queries, args.batch_size, device
         )
 
         # 8. metrics.json
         ndcg = {name: agg["nDCG@10"] for name, agg in retrieval.items()}
-        heldout_how = (
-            "train queries the cross-encoder never trained on"
-            if base_unseen
-            else f"a seeded {args.heldout_fraction:g} of the train queries"
-        )
+        heldout_how = f"a seeded {args.heldout_fraction:g} of the train queries"
+        heldout_how = "train queries the cross-encoder never trained on" if base_unseen else heldout_how
         f1_config = (
             f"held-out SciFact train queries ({heldout_how}) with ≥ 3 BM25 hard negatives per positive "
             f"({len(eligible)} queries, {len(y_report)} pairs); threshold chosen on fit queries"
@@ -340,22 +263,11 @@ def run(args: ClsLrArgs) -> dict:
             ],
             "extra": {
                 "classification_reports": reports,
-                "thresholds": {
-                    "cls_lr_score": threshold,
-                    "cls_lr_probability": float(expit(threshold)),
-                    "cls_lr_fit_oof_f1": oof_f1,
-                    "cross_encoder_logit": ce_threshold,
-                    "cross_encoder_fit_f1": ce_fit_f1,
-                    "note": "'@0.5' = probability 0.5 (score 0); '@tuned' = the F1-maximising threshold "
-                    "chosen on out-of-fold scores of the fit queries, never on held-out or test",
-                },
                 "c_selection": {
-                    cls_lr.setting_name(*k): {m: round(v[m], 4) for m in CV_METRICS.values()}
+                    cls_lr.setting_name(*k): {m: round(v[m], 4) for m in cls_lr.CV_METRICS.values()}
                     for k, v in cv.items()
                 },
-                "c_selection_metric": args.cv_metric,
                 "chosen_C": best_c,
-                "chosen_score_emphasis": emphasis,
                 "features": "[CLS] + the cross-encoder's score" if args.score_feature else "[CLS]",
                 "general": general,
                 "queries": {
@@ -369,9 +281,8 @@ def run(args: ClsLrArgs) -> dict:
                     name: {k: round(v, 4) for k, v in agg.items()} for name, agg in retrieval.items()
                 },
                 "max_length": max_length,
-                "layer": args.layer,
                 "feature_extraction": features.timings,
-                "verification": verification,
+                "verification": check,
                 "total_wall_time_seconds": round(time.perf_counter() - total_start, 1),
             },
         }

@@ -28,10 +28,18 @@ from training.common import TrainerRunArgs, check_common_args, cli_main, run_con
 from training.cross_encoder_args import HEAD_PARAMETERS
 from training.cross_encoder_data import build_pair_scorer_data, dev_orders, sts_test
 from training.steps import Run, check_data, dev_record, evaluation_rows, trainer_arguments, write_run_metrics
-from training.train_cross_encoder import ANCHORS, LORA_TARGETS, name_adapter_base
+from training.train_cross_encoder import LORA_TARGETS, name_adapter_base
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 HEAD_FOLDER = "1_SegmentCosineHead"
+ANCHORS = {
+    ("stsb", "spearman"): {
+        "value": 0.8833,
+        "name": "BERT-NLI-STSb-base cross-encoder",
+        "source": "Reimers & Gurevych 2019, Sentence-BERT (EMNLP-IJCNLP), Table 2: STS-B test, Spearman",
+        "queries": 1379,
+    },
+}
 
 
 @dataclass
@@ -52,9 +60,8 @@ class PairScorerArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
     eval_steps: int = trainer_setting(
         "eval_steps", 0, "run the STS-B dev evaluator every N steps (0 = never)"
     )
-    task: str = flag("stsb", "stsb (the only task: STS-B train, dev, test)")
-    extra_train: Literal["none", "sick", "silver"] = flag(
-        "none", "more training pairs beside STS-B train: sick (SICK train), silver (--silver-pairs)"
+    extra_train: Literal["none", "silver"] = flag(
+        "none", "more training pairs beside STS-B train: silver (--silver-pairs)"
     )
     silver_pairs: str = flag("", "--extra-train silver: the CSV training/silver_pairs.py wrote")
     both_orders: bool = flag(False, "train every pair in both orders, (a, b) and (b, a)")
@@ -65,15 +72,10 @@ class PairScorerArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
 
 
 def check(args: PairScorerArgs) -> None:
-    if args.task != "stsb":
-        raise CtxirError(
-            f"--task {args.task!r} is not known here: use 'stsb' (re-rankers train with "
-            "train_cross_encoder.py)"
-        )
     if args.lora_r < 1:
         raise CtxirError(
             f"--lora-r must be a rank ≥ 1, got {args.lora_r!r}: the pair scorer ships as an adapter "
-            "(full fine-tuning is train_cross_encoder.py --task stsb)"
+            "(e.g. --lora-r 16)"
         )
     if (args.extra_train == "silver") != bool(args.silver_pairs):
         raise CtxirError(
@@ -139,7 +141,7 @@ def run(args: PairScorerArgs) -> dict:
     # 0. check the arguments and the data before anything heavy is loaded; the run's folder and log
     check_common_args(args)
     check(args)
-    check_data(args.data_dir, ["stsb"] + (["sick"] if args.extra_train == "sick" else []))
+    check_data(args.data_dir, ["stsb"])
     out = Path(args.output_dir or "outputs/pair-scorer-stsb")
     config, resume = run_config(args), args.resume_from_checkpoint
     with Run(out, "train_pair_scorer", config, resume, args.run_device, args.torch_threads) as run:
