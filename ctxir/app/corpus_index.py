@@ -225,14 +225,12 @@ class UploadStore:
     def get(self, owner: Owner, name: str) -> CorpusIndex | None:
         """``owner``'s upload ``name`` (now their most recently used), or None; the lookup marks ``owner`` active."""
         with self._lock:
-            own = self._uploads.get(owner)
-            if own is None:
-                return None
-            self._last_seen[owner] = self.clock()
-            if name not in own:
-                return None
-            own.move_to_end(name)
-            return own[name]
+            own = self._uploads.get(owner, {})
+            if own:
+                self._last_seen[owner] = self.clock()
+            if name in own:
+                own.move_to_end(name)
+            return own.get(name)
 
     def _plan(self, owner: Owner, name: str) -> tuple[list[str], list[tuple[Owner, str]]]:
         """(the owner's own uploads to drop, other idle owners' uploads to evict) to add ``name``."""

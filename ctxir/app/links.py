@@ -55,13 +55,10 @@ class View:
         event.failure(lambda: "", None, [self.html], show_progress="hidden", **PRIVATE)
 
     def _open_from_links(self) -> None:
-        tab = getattr(
-            self.html, "parent", None
-        )  # the gr.Tab the link is in, and its gr.Tabs (None outside any)
-        while tab is not None and not isinstance(tab, gr.Tab):
-            tab = getattr(tab, "parent", None)
-        tabs = tab.parent if tab is not None else None
-        outputs = [*([tabs] if tabs is not None else []), self.run, *self.fields.values()]
+        tab = self.html.parent  # the gr.Tab the link is in (every linked view's is), then its gr.Tabs
+        while not isinstance(tab, gr.Tab):
+            tab = tab.parent
+        outputs = [tab.parent, self.run, *self.fields.values()]
 
         def open_link(request: gr.Request):
             return opens(self, tab, _query(request))
@@ -119,7 +116,7 @@ def link_html(api: str, values: dict[str, Any]) -> str:
 
 def opens(view: View, tab, query: dict[str, list[str]]) -> list:
     """What a page opened on ``query`` shows for ``view``: its tab selected."""
-    skip = [gr.skip() for _ in range(int(tab is not None) + 1 + len(view.fields))]
+    skip = [gr.skip() for _ in range(2 + len(view.fields))]
     api = (query.get(PARAMETER) or [None])[-1]
     if api is None:
         return skip
@@ -136,8 +133,7 @@ def opens(view: View, tab, query: dict[str, list[str]]) -> list:
         value_for(component, name, query[name]) if name in query else gr.skip()
         for name, component in view.fields.items()
     ]
-    selected = [gr.Tabs(selected=tab.id if tab.id is not None else tab._id)] if tab is not None else []
-    return [*selected, str(time.time_ns()), *values]
+    return [gr.Tabs(selected=tab.id if tab.id is not None else tab._id), str(time.time_ns()), *values]
 
 
 def value_for(component, name: str, texts: list[str]) -> Any:

@@ -44,9 +44,7 @@ class Outputs:
                 shutil.rmtree(folder, ignore_errors=True)
                 self.reclaimed.append(folder.name)
         if self.reclaimed:
-            logger.info(
-                "removed %d output folder(s) left by killed app(s): %s", len(self.reclaimed), self.reclaimed
-            )
+            logger.info("removed the output folders that killed apps left: %s", self.reclaimed)
         self.root = Path(tempfile.mkdtemp(prefix=self.PREFIX))
         write_atomic(self.root / self.OWNER, f"{os.getpid()}\n")
         self.max_age_s, self.max_bytes = max_age_s, max_bytes

@@ -26,20 +26,17 @@ def prompts_info(models: AppModels) -> str:
 def prompt_boxes(ui: Ui, prefix: str, document_note: str = "") -> tuple:
     """The Prompts panel (inside an open Blocks): the query and document prompt boxes."""
     own = model_prompts(ui.models.bi_encoder)
+    infos = {
+        "query": f"put before the query (the bi-encoder's own: {own['query']!r}); empty for none",
+        "document": f"put before each document (its own: {own['document']!r}){document_note}",
+    }
     with gr.Accordion(prompts_info(ui.models), open=False), gr.Row():
-        query_prompt = gr.Textbox(
-            own["query"],
-            label="Query prompt",
-            info=f"put before the query (the bi-encoder's own: {own['query']!r}); empty for none",
-            elem_id=f"{prefix}-query-prompt",
+        return tuple(
+            gr.Textbox(
+                own[role], label=f"{role.title()} prompt", info=info, elem_id=f"{prefix}-{role}-prompt"
+            )
+            for role, info in infos.items()
         )
-        document_prompt = gr.Textbox(
-            own["document"],
-            label="Document prompt",
-            info=f"put before each document (its own: {own['document']!r}){document_note}",
-            elem_id=f"{prefix}-document-prompt",
-        )
-    return query_prompt, document_prompt
 
 
 def reranker_choices_now(models: AppModels) -> list[str]:
