@@ -41,8 +41,7 @@ DEFAULT_RERANK_MODE = "fused"
 
 @dataclass(frozen=True)
 class RerankerKind:
-    """One re-ranker kind: its names, its default model, and how it loads and scores (a new kind subclasses this
-    and overrides ``load`` and ``accepts``).
+    """One re-ranker kind: its names, its default model, how it loads (``load``) and what it accepts (``accepts``).
 
     >>> kind = RERANKERS["cross-encoder"]
     >>> kind.key, kind.pair_column, kind.rank_column
@@ -283,9 +282,8 @@ def available_rerankers() -> dict[str, tuple[bool, str]]:
 def load_reranker(
     kind: str, model: str = "", device: str = "auto", batch_size: int = 32, *, download: bool = False
 ) -> Reranker | None:
-    """The re-ranker of ``kind`` ("none" → None) with ``model`` ("" = the kind's default), its ``stage_fusion``
-    and ``fused_only`` read from the model's folder. A model not on this machine fails at once, unless
-    ``download`` and it is a Hub id.
+    """The re-ranker of ``kind`` ("none" → None) with ``model`` ("" = the kind's default) and its folder's fusion
+    settings; a model not on this machine fails at once, unless ``download`` and it is a Hub id.
 
     >>> load_reranker("none") is None
     True
@@ -313,11 +311,9 @@ def load_reranker(
 
 
 def rank(query: str, documents: Sequence[str], model: Any = None, top_k: int | None = None) -> list[dict]:
-    """``documents`` ranked for ``query`` in one call: ``[{"corpus_id": int, "score": float, "text": str}, ...]``
-    best first, as ``CrossEncoder.rank(..., return_documents=True)``.
+    """``documents`` ranked for ``query`` as ``CrossEncoder.rank(..., return_documents=True)`` ranks them.
 
-    ``model``: None (the shipped cross-encoder), a kind (its default model), a model folder or Hub id (CLS-LR when
-    it holds cls_lr_config.json, else a cross-encoder), or a loaded re-ranker.
+    ``model``: None (the shipped cross-encoder), a kind, a model folder or Hub id, or a loaded re-ranker.
 
     >>> ranked = rank("where do otters live?", ["Banks lend money.", "Otters dig dens by rivers."])  # doctest: +SKIP
     >>> [(r["corpus_id"], r["text"]) for r in ranked]  # doctest: +SKIP

@@ -26,10 +26,8 @@ def orders_ties_only(method: str, weights) -> bool:
 
 @dataclass(frozen=True)
 class StageFusion:
-    """Final score = fusion of (first-stage, re-ranker) over the re-ranked candidates.
+    """Final score = "weighted" (min–max-normalised scores) or "rrf" fusion of (first stage, re-ranker).
 
-    "weighted": weights · min–max-normalised scores; "rrf": Σ weight / (k + rank), a first stage's equal scores sharing
-    one rank.
     ``by_first_stage``: ((name, weights[, method]), …) chosen per first stage (fusion.json's "first_stages").
 
     >>> first = [Hit("a", 12.0), Hit("b", 9.0), Hit("c", 4.0)]  # BM25's top 3
