@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 if __name__ == "__main__":
-    # before torch loads libgomp: a worker thread's idle OpenMP team then sleeps instead of spinning on the cores
-    # the next callback needs
+    # before torch loads libgomp: an idle OpenMP team then sleeps instead of spinning on the cores callbacks need
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from ctxir.app.blocks import build_app, build_demo

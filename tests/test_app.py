@@ -736,3 +736,11 @@ def test_pair_ranks_follow_the_unrounded_scores_where_the_table_shows_a_tie():
     _add_ranks(rows, values)
     assert [r[rank_key] for r in rows] == [2, 1, 3]
     assert all(r[score_columns()["bi_encoder_cosine"][0]] is None for r in rows)
+
+
+def test_what_moveds_summary_says_when_the_fused_mode_orders_only_ties():
+    from ctxir.app.what_moved import _summary
+
+    text = _summary("q", "hybrid", "cross-encoder", 20, 0, 0, True, ties_only=True)
+    assert "order only its ties" in text
+    assert text.endswith("Mode 'alone' ranks by the re-ranker's own scores (`rerank_rank`).")

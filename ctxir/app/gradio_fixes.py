@@ -141,8 +141,8 @@ def accept_model_ids(radio: gr.Radio, models: AppModels) -> gr.Radio:
     check = radio.preprocess
 
     def preprocess(payload):
-        listed = [value for _, value in radio.choices]
-        if isinstance(payload, str) and payload not in listed and payload not in RERANKERS:
+        listed = [*(value for _, value in radio.choices), *RERANKERS]
+        if isinstance(payload, str) and payload not in listed:
             return payload.strip() if models.loadable(payload) else payload
         return check(payload)
 
@@ -200,9 +200,8 @@ class ClosedSessions:
             with holder.lock:
                 holder.session_data.pop(session, None)
                 holder.time_last_used.pop(session, None)
-        for session, when in list(self.left.items()):
-            if session not in holder.session_data and (now - when).total_seconds() > LEFT_RECORD_S:
-                self.left.pop(session, None)
+        recent = {s: when for s, when in self.left.items() if (now - when).total_seconds() <= LEFT_RECORD_S}
+        self.left = {s: when for s, when in self.left.items() if s in holder.session_data or s in recent}
         return len(gone)
 
     @classmethod

@@ -87,12 +87,6 @@ class ModelCache:
         with self._lock:
             return [k for k, e in self._entries.items() if e.pinned == pinned]
 
-    @property
-    def used_bytes(self) -> int:
-        """Bytes held by the unpinned models."""
-        with self._lock:
-            return sum(e.bytes for e in self._entries.values() if not e.pinned)
-
     def load(
         self, key: Hashable, loader: Callable[[], Any], progress: Progress | None = None, what: str = "model"
     ) -> Any:
@@ -154,8 +148,7 @@ class ModelCache:
 
 
 POOLINGS = ("mean", "cls", "max")
-# the bi-encoder's key among the inspectable models and the "Explain with" choices; an API value
-BI_ENCODER = kinds.BI_ENCODER
+BI_ENCODER = kinds.BI_ENCODER  # the bi-encoder's key among the inspectable models and "Explain with" choices
 
 
 @dataclass
@@ -180,8 +173,7 @@ class AppModels:
     inspect: dict[str, Inspectable]  # BI_ENCODER (always), each loaded kind that is ``inspectable``
     rerankers: dict[str, Any] = field(default_factory=dict)  # kind → ctxir.Reranker
     unavailable: dict[str, str] = field(default_factory=dict)  # kind → why it is not loaded
-    # models loaded by name on demand (``on_demand``), bounded; the ones above pinned in it
-    cache: ModelCache = field(default_factory=ModelCache)
+    cache: ModelCache = field(default_factory=ModelCache)  # those loaded ``on_demand``; the ones above pinned
     device: str = "cpu"
     allow_remote_code: bool = False  # AppConfig.allow_remote_code
     allow_paths: bool = True  # AppConfig.allow_model_paths
@@ -207,11 +199,9 @@ class AppModels:
         for i, kind in enumerate(KINDS.values()):
             model = config.reranker_model(kind.name)
             if not model or model.lower() == "none":
-                models.unavailable[kind.name] = (
-                    f"the app was started with {flag(kind)} none"
-                    if model
-                    else f"no {kind.label} re-ranker was given and this installation ships none"
-                )
+                given = f"the app was started with {flag(kind)} none"
+                shipped = f"no {kind.label} re-ranker was given and this installation ships none"
+                models.unavailable[kind.name] = given if model else shipped
                 continue
             step(0.4 + 0.3 * i / len(KINDS), f"loading {kind.label} re-ranker {model}")
             try:

@@ -79,18 +79,18 @@ def sentence_similarity(
     numbers = [str(i + 1) for i in range(len(items))]
     title = f"sentence cosine similarity ({pooling} pooling, layer {layer})"
     fig = heatmap_figure(sim, labels, numbers, title, MatrixStyle(vmin=-0.2, vmax=1.0))
-    rounded = np.round(sim, cfg.decimals).tolist()
+    cosines = np.round(sim, cfg.decimals).tolist()
     warnings = cls_warnings(pooling, layer, "the heatmap shows nothing about the sentences")
     data = {
         "sentences": items,
         "layer": layer,
         "pooling": pooling,
-        "similarity": rounded,
+        "similarity": cosines,
         "warnings": warnings,
     }
     rows = [
-        {"sentence": label, **dict(zip(numbers, row, strict=True))}
-        for label, row in zip(labels, rounded, strict=True)
+        {"sentence": s, **dict(zip(numbers, row, strict=True))}
+        for s, row in zip(labels, cosines, strict=True)
     ]
     text = "\n\n".join(f"⚠️ {w}" for w in warnings)
     return ViewResult(rows=rows, figures={"similarity": fig}, data=data, text=text)
@@ -162,16 +162,11 @@ def similarity_tab(ui: Ui, presets: dict) -> None:
     def after_similarity(data, png):
         labels = [f"{i + 1}. {s}" for i, s in enumerate(data["sentences"])]
         numbers = [str(i + 1) for i in range(len(labels))]
-        heat = figures.heatmap(
-            data["similarity"],
-            numbers,
-            numbers,
-            f"cosine similarity of sentence embeddings ({data['pooling']} pooling, layer {data['layer']})",
-            figures.HeatmapStyle(
-                "cosine", "sentence", "with sentence", -0.2, 1.0, decimals=2, colorscale=SIMILARITY_SCALE
-            ),
-            hover_labels=labels,
+        title = f"cosine similarity of sentence embeddings ({data['pooling']} pooling, layer {data['layer']})"
+        style = figures.HeatmapStyle(
+            "cosine", "sentence", "with sentence", -0.2, 1.0, decimals=2, colorscale=SIMILARITY_SCALE
         )
+        heat = figures.heatmap(data["similarity"], numbers, numbers, title, style, hover_labels=labels)
         rows = [
             {"sentence": s, **dict(zip(numbers, row, strict=True))}
             for s, row in zip(data["sentences"], data["similarity"], strict=True)

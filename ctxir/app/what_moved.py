@@ -47,7 +47,7 @@ def what_moved(
     query_prompt: str | None = None,
     document_prompt: str | None = None,
 ) -> ViewResult:
-    """The re-ranked documents whose rank changed most, each explained by the re-ranker (integrated gradients)."""
+    """The re-ranked documents whose rank changed most, each explained by the re-ranker's integrated gradients."""
     cfg, models = state.config, state.models
     if reranker not in reranker_choices() and not models.loadable(reranker):
         models.reranker(reranker)  # refused, saying what a re-ranker may be
@@ -151,12 +151,7 @@ def _summary(
     ties_only: bool,
 ) -> str:
     """The Markdown above the plot: what was re-ranked, how many candidates moved, and how to read the table.
-    ``ties_only``: the fused mode keeps the first stage's order and the re-ranker orders only its ties, so few move.
-
-    >>> text = _summary("q", "hybrid", "cross-encoder", 20, 0, 0, True, ties_only=True)
-    >>> "order only its ties" in text, text.endswith("Mode 'alone' ranks by the re-ranker's own scores (`rerank_rank`).")
-    (True, True)
-    """
+    ``ties_only``: the fused mode keeps the first stage's order and the re-ranker orders only its ties."""
     text = (
         f"The {reranker} re-scored the {first_stage} top {candidates} for {md_code(query)}"
         + (f", fused with the {first_stage} ranking" if fused else "")
