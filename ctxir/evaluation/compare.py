@@ -91,8 +91,7 @@ def compare_systems(
     >>> row["system"], round(row["delta"], 4), row["wins"], row["ties"], round(row["p"], 3)  # t = 1.89, 2 df
     ('dense', 0.4167, 2, 1, 0.199)
     """
-    check_choice(test, "test", TESTS)
-    check_choice(correction, "correction", CORRECTIONS)
+    check_choice(correction, "correction", CORRECTIONS)  # test: by paired_pvalue
     if not 0 < alpha < 1:
         raise CtxirError(f"alpha must be between 0 and 1, got {alpha!r}")
     names = list(per_query)

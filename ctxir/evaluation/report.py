@@ -299,13 +299,12 @@ def report_for_pipeline(
     *,
     config: Mapping | None = None,
     worst: int = 10,
-    metric: str = "nDCG@10",
     top: int = 10,
     compare: Mapping[str, Run] | None = None,
 ) -> tuple[Path, Path]:
-    """The report of one of ``pipeline``'s runs, explained with its models (``ctxir evaluate --report``)."""
-    cases = failure_cases(qrels, run, corpus, queries, metric, worst, top)
-    meta = report_meta(qrels, run, metric, system, config, compare)
+    """The report of one of ``pipeline``'s runs by nDCG@10, explained with its models (``ctxir evaluate --report``)."""
+    cases = failure_cases(qrels, run, corpus, queries, worst=worst, top=top)
+    meta = report_meta(qrels, run, "nDCG@10", system, config, compare)
     return make_report(path, cases, meta, corpus, pipeline_explainers(pipeline))
 
 
