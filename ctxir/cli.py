@@ -161,8 +161,7 @@ def command_line(
     always: Sequence[str] = (),
     replace: Mapping[str, str] | None = None,
 ) -> str:
-    """The command that reproduces ``config`` (its fields that differ from the defaults); ``always`` flags come first
-    even at their default; ``replace`` rewrites path prefixes."""
+    """The command reproducing ``config`` (``always`` flags first, even at their default; ``replace``: path prefixes)."""
     defaults = {f.name: f.default for f in dataclasses.fields(args_class) if f.name != "recipe"}
     flags = flag_names(args_class)
     parts = [prefix]

@@ -262,16 +262,13 @@ def process_alive(pid: int) -> bool:
         return True  # no /proc (macOS): os.kill found it
 
 
-def remove_temporaries(
-    folder: str | Path, name: str = "", stale_after_s: float = STALE_TEMPORARY_S
-) -> list[str]:
-    """Remove the temporaries in ``folder`` for targets named ``name``… whose owner is gone or untouched for
-    ``stale_after_s``; → their names."""
+def remove_temporaries(folder: str | Path, name: str = "") -> list[str]:
+    """Remove ``folder``'s temporaries of ``name``… whose owner is gone or that are stale; → their names."""
     removed, now = [], time.time()
     for leftover in Path(folder).glob(f".{glob.escape(name)}*.tmp*"):
         owner = _OWNER.search(leftover.name)
         try:
-            stale = now - leftover.stat().st_mtime > stale_after_s
+            stale = now - leftover.stat().st_mtime > STALE_TEMPORARY_S
         except OSError:
             continue  # gone already: its writer renamed or removed it
         dead = owner is not None and owner["host"] == HOST_TAG and not process_alive(int(owner["pid"]))

@@ -1,5 +1,4 @@
-"""Publishing a bi-encoder ``ctxir adapt`` adapted: its metrics.json derived from adapt.json, ``--corpus-license``
-and ``--evaluation``; the adapter merged into its base; what its card must say."""
+"""Publishing a bi-encoder ``ctxir adapt`` adapted: its metrics.json, its adapter merged, what its card must say."""
 
 from __future__ import annotations
 
@@ -32,8 +31,7 @@ def is_adapt_output(folder: Path) -> bool:
 
 
 def public_corpus_name(path: str) -> str:
-    """The corpus by its folder's or file's name, never its path (``/home/alice/acme`` → ``acme``; a BEIR
-    ``corpus.jsonl`` → its folder's name)."""
+    """The corpus by its folder's or file's name, never its path (a BEIR ``corpus.jsonl`` → its folder's name)."""
     parts = [part for part in str(path).replace("\\", "/").split("/") if part and part != "."]
     if len(parts) > 1 and parts[-1].lower() in ("corpus.jsonl", "corpus.json"):
         parts = parts[:-1]
@@ -112,8 +110,7 @@ def adapt_metrics(src: Path, repo_id: str, corpus_license: str | None, evaluatio
 
 
 def evaluation_rows(path: str, src: Path) -> list[dict]:
-    """metrics.json evaluations (``EVAL_METRICS`` of each system) from a ``ctxir evaluate --output`` file of this
-    adapter, on a whole split, with a first stage that uses the bi-encoder; the command's own system leads."""
+    """metrics.json evaluations (``EVAL_METRICS`` of each system) from this adapter's ``ctxir evaluate --output``."""
     file = Path(path).expanduser()
     result = read_json(file, strict=False) if file.is_file() else None
     if not isinstance(result, dict) or result.get("task") != "retrieval" or not result.get("metrics"):

@@ -44,8 +44,7 @@ def ordered_evaluations(metrics: dict) -> list[dict]:
 
 
 def eval_results(metrics: dict) -> list:
-    """The card's ``model-index`` as huggingface_hub ``EvalResult``s: the lead, then the other figures on the lead's
-    dataset and split over all of its queries, at most 10 (the Hub's widget lists them all; the body has every one)."""
+    """The card's ``model-index``: the lead, then the other figures on its dataset and split over all its queries (≤ 10)."""
     from huggingface_hub import EvalResult
 
     lead = lead_evaluation(metrics)
@@ -90,7 +89,6 @@ class CardInputs:
     base_license: tuple[str, License] | None = None  # (what, license) of the base model, when its card says
     facts: dict = field(default_factory=dict)  # ctxir.publish.model_folder.model_facts
     figures: list[str] = field(default_factory=list)  # paths relative to the repo root
-    language: str = "en"
 
 
 def card_data(metrics: dict, inputs: CardInputs):
@@ -107,7 +105,7 @@ def card_data(metrics: dict, inputs: CardInputs):
     tags = [*model_type.tags, "ctxir", *adapt_tags, *(info.key for info in train)]
     kwargs = {"license_name": lic.slug, "license_link": lic.link} if lic.hub_id == "other" else {}
     return ModelCardData(
-        language=inputs.language,
+        language="en",
         license=lic.hub_id,
         # a staged repo that carries its heads' code loads with sentence-transformers, whatever trained it
         library_name=SENTENCE_TRANSFORMERS if inputs.facts.get("hub_code") else model_type.library,
@@ -124,10 +122,10 @@ def card_data(metrics: dict, inputs: CardInputs):
     )
 
 
-def format_number(x: Any, digits: int = 4) -> str:
+def format_number(x: Any) -> str:
     if x is None:
         return "–"
-    return f"{float(x):.{digits}f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else str(x)
+    return f"{float(x):.4f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else str(x)
 
 
 def _anchor_is(e: dict) -> str:
@@ -145,8 +143,7 @@ def _anchor_is(e: dict) -> str:
 
 
 def _eval_collections(metrics: dict) -> tuple[list[str], list[str]]:
-    """(collections the model was evaluated on that its training data came from, those it never trained on), each
-    named as the card names it; built from metrics.json's datasets, so the card cannot call trained-on data new."""
+    """(evaluated collections its training data came from, those it never trained on), as the card names them."""
     train: dict[str, list[str]] = {}
     for d in metrics["datasets"]:
         if d.get("role") == "train":
@@ -172,8 +169,7 @@ def _eval_collections(metrics: dict) -> tuple[list[str], list[str]]:
 
 
 def lead_summary(metrics: dict) -> dict | None:
-    """What the card leads with: the lead figure beside the first stage it re-ranks and its published peer, each
-    with its source, and a sentence of where the model is worse (there, and alone against BM25 in the suite)."""
+    """The lead figure beside the first stage it re-ranks and its published peer, and where the model is worse."""
     lead = lead_evaluation(metrics)
     if lead is None:
         return None
@@ -313,7 +309,7 @@ def _template_context(metrics: dict, inputs: CardInputs) -> dict:
     }
 
 
-def render_card(metrics: dict, inputs: CardInputs, template_dir: str | Path | None = None):
+def render_card(metrics: dict, inputs: CardInputs):
     """Render the ``huggingface_hub.ModelCard`` for a run (validated metrics, model facts, Hub id)."""
     from huggingface_hub import ModelCard
 
@@ -324,7 +320,7 @@ def render_card(metrics: dict, inputs: CardInputs, template_dir: str | Path | No
         from ctxir.publish.adapted import ADAPTED_TEMPLATE, adapted_context
 
         name, context = ADAPTED_TEMPLATE, {**context, **adapted_context(metrics)}
-    template = Path(template_dir or TEMPLATE_DIR) / name
+    template = TEMPLATE_DIR / name
     if not template.is_file():
         raise CtxirError(
             f"card template {str(template)!r} is missing: it ships in the repository's model_cards/"
@@ -337,9 +333,7 @@ def _what(e: dict) -> str:
 
 
 def row_problems(metrics: dict) -> list[str]:
-    """What makes metrics.json's figures mislead on a card, each named with its fix ([] = none): a lead figure on a
-    subset; a subset figure that names no ``subset`` or has no ``before``; an anchor that cites no source, or was
-    measured on other queries (re-ranking: another depth) than its row."""
+    """What makes metrics.json's figures mislead on a card (subsets unnamed, anchors uncited or on other queries)."""
     problems = []
     rows = metrics["evaluations"]
     lead = lead_evaluation(metrics)

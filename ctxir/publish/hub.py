@@ -30,8 +30,7 @@ def push(
     api=None,
     dry_run: bool = False,
 ) -> str:
-    """Upload a staged, validated folder as `hf upload` would; → the commit (or PR) URL, or with ``dry_run`` that
-    `hf upload` command, nothing uploaded. ``api``: an ``HfApi`` stand-in."""
+    """Upload a staged folder as `hf upload` would; → the commit (or PR) URL, or with ``dry_run`` that command."""
     from huggingface_hub import HfApi, constants, get_token
     from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
@@ -86,21 +85,16 @@ class PushArgs:
     repo_id: str = flag(help="Hub id 'owner/name', e.g. ctxir/minilm-scifact-bi-encoder")
     staging_dir: str = flag("", "where to stage (default <model-dir>/../hub/<owner>--<name>)")
     base_model_id: str = flag(
-        "",
-        "Hub id for the card's base_model: required when metrics.json names a local folder (e.g. a pushed cross-encoder)",
+        "", "the card's base_model Hub id: required when metrics.json names a local folder"
     )
     figures: list[str] = field(
         default_factory=list, metadata={"help": "extra figure files (.png/.svg/.html)"}
     )
     corpus_license: str = flag(
-        "",
-        "a `ctxir adapt` folder only: the license of the corpus it was adapted on (e.g. cc-by-4.0); "
-        "required there, since the model's license derives from it",
+        "", "a `ctxir adapt` folder only (required there): its corpus's license, e.g. cc-by-4.0"
     )
     evaluation: str = flag(
-        "",
-        "a `ctxir adapt` folder only: the `ctxir evaluate --output` file of that adapter, for the card "
-        "(without one the card says it was not evaluated)",
+        "", "a `ctxir adapt` folder only: its `ctxir evaluate --output` file, for the card"
     )
     private: bool = flag(False, "create the repo private (ignored if it exists)")
     revision: str = flag("", "branch to push to (created if missing)")

@@ -1,5 +1,4 @@
-"""What licence a model carries: licences as the Hub names them, the datasets a card knows (their terms, Hub copy,
-link, citation), and the one licence a model trained on several sources carries."""
+"""Licences as the Hub names them, the training sources a card knows, and the licence a model trained on them carries."""
 
 from __future__ import annotations
 
@@ -104,10 +103,8 @@ def allowed_use(sources: Sequence[tuple[str, License]]) -> str:
 
 
 def combine_licenses(sources: Sequence[tuple[str, License]]) -> tuple[License, str]:
-    """The license a model trained on ``sources`` [(what, License)] carries, and a sentence of what they allow.
-
-    The one license every source shares (permissive ones aside), else ``other`` linked to ``LICENSE_FILE``, which
-    lists each source's terms: no combined license is invented."""
+    """(the one license ``sources`` [(what, License)] share, permissive ones aside, else ``SOURCES_TERMS``, what they
+    allow): no combined license is invented."""
     if not sources:
         raise CtxirError("no training data license to derive the model license from")
     licenses = {lic for _, lic in sources}

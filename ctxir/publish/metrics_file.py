@@ -1,5 +1,4 @@
-"""The ``metrics.json`` a training run writes and every card is built from: its contract, writing and reading it,
-and the model's license derived from its training data's."""
+"""The ``metrics.json`` a training run writes and every card is built from, and the license derived from its data."""
 
 from __future__ import annotations
 

@@ -19,8 +19,7 @@ SENTENCE_TRANSFORMERS = "sentence-transformers"
 
 
 class ModelType:
-    """One published model type: ``detect(folder)`` (it holds a saved model of the type, loading nothing),
-    ``facts(folder)`` (what the card states, read by loading it as users will), ``load_scores(path, texts)``."""
+    """One published model type: ``detect(folder)`` loads nothing, ``facts(folder)`` and ``load_scores`` load it."""
 
     name = ""
     template = ""  # its card's file in model_cards/

@@ -49,8 +49,7 @@ def _hub_type(entry: dict) -> dict:
 
 
 def write_standalone_cross_encoder(src: Path, dest: Path, max_length: int | None = None) -> list[dict]:
-    """Write the cross-encoder in ``src`` into ``dest`` as a repo sentence-transformers loads alone; → its
-    modules.json entries. ``max_length``: the body's, where a CLS-LR ranker read pairs at another."""
+    """The cross-encoder in ``src`` written to ``dest`` as a repo sentence-transformers loads alone; → modules.json."""
     from sentence_transformers.base.modules import Transformer
 
     entries = read_json(src / "modules.json") or [{"idx": 0, "name": "0", "path": "", "type": BODY_TYPE}]
@@ -88,8 +87,7 @@ def copy_side_files(src: Path, dest: Path) -> None:
 
 
 def write_standalone_cls_lr(src: Path, base_dir: Path, dest: Path) -> None:
-    """A CLS-LR ranker over a ctxir cross-encoder: that cross-encoder standalone + ``ClsLrHead`` on the ranker's
-    own files, so ``CrossEncoder(repo_id, trust_remote_code=True).predict`` gives the ranker's logits."""
+    """A CLS-LR ranker over a ctxir cross-encoder: that cross-encoder standalone, ``ClsLrHead`` last (its logits)."""
     config = read_json(src / CLS_LR_CONFIG)
     if config.get("layer", -1) != -1:
         raise CtxirError(
@@ -176,9 +174,7 @@ def hub_user_env(root: Path, cache: Path, block_ctxir: bool) -> dict[str, str]:
 
 
 def check_card_snippets(folder: str | Path, repo_id: str) -> int:
-    """Run every ```python block of ``folder``'s README.md as a reader of the Hub repo ``repo_id`` would, from a Hub
-    cache laid out as ``hf download`` leaves it, ``import ctxir`` failing where a block does not import it; → how
-    many. A failing block refuses the staging, with its error."""
+    """Run each ```python block of ``folder``'s card as a Hub reader of ``repo_id`` would, offline; → how many."""
     folder = Path(folder)
     blocks = python_blocks((folder / "README.md").read_text(encoding="utf-8"))
     if not blocks:
