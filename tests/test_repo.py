@@ -37,13 +37,6 @@ def test_space_front_matter_matches_the_pinned_gradio():
     assert pins["torch"] == "2.13.0"  # an unpinned torch pulls the CUDA build (GBs)
 
 
-def test_the_app_package_docstring_lists_every_module():
-    import ctxir.app
-
-    listed = set(re.findall(r"^    (\w+)\.py ", ctxir.app.__doc__, flags=re.M))
-    assert listed == {p.stem for p in (ROOT / "ctxir/app").glob("*.py")} - {"__init__"}
-
-
 def _imports_within(folders: tuple[str, ...]) -> dict[str, set[str]]:
     """{module: the modules of ``folders`` it imports}, at module level or inside functions (TYPE_CHECKING too)."""
     paths = {
