@@ -109,8 +109,8 @@ def classify_view(
         unknown = sorted({y for _, y in rows} - set(classifier.classes))
         if unknown:
             raise CtxirError(
-                f"example label {unknown[0]!r} is not among the labels {sorted(classifier.classes)!r}: add it "
-                "to Labels or fix the file"
+                f"example label {unknown[0]!r} is not among the labels {sorted(classifier.classes)!r}: "
+                "add it to Labels or fix the file"
             )
     else:
         classifier = make_classifier(f"knn-{k}" if method == "knn" else method, encoder, "uniform")
@@ -180,7 +180,7 @@ def classify_view(
 
 
 def sample_inputs(out_root: Path) -> tuple[str, str, str]:
-    """(texts, labels, examples file) for the sample: 3 AG News test texts and 8 training examples per class."""
+    """(texts, labels, examples file) for the sample: per class 3 AG News test texts, 8 training rows."""
     if (AGNEWS / "test.csv").is_file() and (AGNEWS / "train_subset.csv").is_file():
         test, train = load_labelled(AGNEWS / "test.csv"), load_labelled(AGNEWS / "train_subset.csv")
         picked = sample_per_class([y for _, y in test], 3, seed=0)
@@ -201,14 +201,11 @@ def sample_inputs(out_root: Path) -> tuple[str, str, str]:
 
 def after_classify(out, data):
     """Drawn from the answer: the score bars, the embedding map and the downloads (a private step)."""
-    bars = class_scores(
-        [p["text"] for p in data["predictions"]],
-        data["classes"],
-        [[p["scores"][c] for c in data["classes"]] for p in data["predictions"]],
-        data["score"],
-    )
+    predictions, classes = data["predictions"], data["classes"]
+    scores = [[p["scores"][c] for c in classes] for p in predictions]  # (texts, labels)
+    bars = class_scores([p["text"] for p in predictions], classes, scores, data["score"])
     plot = class_map(data["points"], f"texts, examples and labels in 2-D ({data['projection'].upper()})")
-    rows = [{"text": p["text"], "prediction": p["label"], **p["scores"]} for p in data["predictions"]]
+    rows = [{"text": p["text"], "prediction": p["label"], **p["scores"]} for p in predictions]
     files = exports(out, "classify", data=data, rows=rows, plots=[bars, plot])
     return show(bars), show(plot), show(files)
 
@@ -246,7 +243,7 @@ def build(ui: Ui) -> None:
             value="World\nSports\nBusiness\nSci/Tech",
             min_width=200,
             elem_id="classify-labels",
-            info="a short description after the name helps zero-shot (see above); the AG News sample has them",
+            info="a short description after the name helps zero-shot (see above); the AG News sample has it",
         )
     with gr.Row(equal_height=True):
         cls_examples = gr.File(

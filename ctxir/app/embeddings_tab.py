@@ -23,8 +23,7 @@ from ctxir.viz import embeddings as viz
 def model_info(state: AppState, model: str = BI_ENCODER, text: str = "") -> ViewResult:
     """Tokenizer and architecture facts, and the tokens of ``text`` (ids, token types, special or not)."""
     item = state.models.inspectable(model)
-    tok, body = item.tokenizer, item.model
-    config = body.config
+    tok, body, config = item.tokenizer, item.model, item.model.config
     special = {
         name: {"token": str(token), "id": tok.convert_tokens_to_ids(token)}
         for name, token in tok.special_tokens_map.items()
@@ -86,7 +85,7 @@ def token_embeddings(
     internals = [
         state.models.inspect_input(model, s, max_tokens=state.config.max_inspect_tokens) for s in items
     ]
-    # every non-special token's vector at each layer, and its row; ``highlight``: the token is part of ``word``
+    # each non-special token's vector at each layer, and its row; ``highlight``: the token is part of ``word``
     vectors, token_rows = {layer: [] for layer in layers}, []
     for g, item in enumerate(internals):
         try:
@@ -141,7 +140,7 @@ def token_embeddings(
 
 
 def _twin_args(data: dict) -> tuple[tuple, tuple]:
-    """The answer as both twins draw it: (the projection's arguments, sentence 1's layer-to-layer heatmap's)."""
+    """The answer as both twins draw it: (the projection's arguments, sentence 1's layer-change heatmap's)."""
     tokens, first = data["tokens"], data["consecutive_layer_cosine"][0]
     points = {
         (m, int(k)): np.asarray(xy) for m, by_layer in data["points"].items() for k, xy in by_layer.items()

@@ -41,10 +41,8 @@ def compact(value: Any) -> Any:
 def highlight(spans: list[tuple[str, float]], scale: float | None = None) -> list[tuple[str, float | None]]:
     """``words`` for ``gr.HighlightedText``: scores divided by ``scale`` (the largest), spaces between."""
     scale = scale or max((abs(v) for _, v in spans), default=0.0) or 1.0
-    out: list[tuple[str, float | None]] = []
-    for i, (word, value) in enumerate(spans):
-        out.extend([(" ", None)] if i else [])
-        out.append((word, round(float(np.clip(value / scale, -1, 1)), 3)))
+    out: list[tuple[str, float | None]] = [(" ", None)] * (2 * len(spans) - 1) if spans else []
+    out[::2] = [(word, round(float(np.clip(value / scale, -1, 1)), 3)) for word, value in spans]
     return out
 
 
@@ -74,10 +72,8 @@ def _rankers(models: AppModels, model: str, reranker: str | None = None) -> tupl
     if model == BI_ENCODER:
         return None, {}
     # the search's re-ranker when it is loaded (or an id, loaded on demand); else "auto" stays the first loaded kind
-    chosen = reranker not in (None, "", "none") and (
-        reranker in models.rerankers or reranker not in RERANKERS
-    )
-    if model == "auto" and chosen:
+    chosen = reranker not in (None, "", "none")
+    if model == "auto" and chosen and (reranker in models.rerankers or reranker not in RERANKERS):
         model = reranker
     if model == "auto":
         return next(iter(models.loaded), None), {kind: models.rerankers[kind] for kind in models.loaded[:1]}
@@ -124,7 +120,7 @@ def explain_pair(
 
 
 def _bi_encoder_view(bi: dict, view: ViewResult) -> str:
-    """The bi-encoder's cosine into ``view``: per-token highlights and, under mean pooling, the token pairs' terms."""
+    """The bi-encoder's cosine into ``view``: token highlights and, under mean pooling, token pairs' terms."""
     from ctxir.viz import MatrixStyle, heatmap_figure
 
     q_tokens, d_tokens = bi["query_tokens"], bi["document_tokens"]
@@ -162,7 +158,7 @@ def _bi_encoder_view(bi: dict, view: ViewResult) -> str:
 
 
 def _reranker_view(reranker: dict, view: ViewResult) -> list[str]:
-    """A re-ranker's score split over the tokens it read into ``view`` (bars, a highlight); its lines of text."""
+    """A re-ranker's score split over its tokens into ``view`` (bars, a highlight); its lines of text."""
     kind = reranker["model_kind"]
     tokens, values, split = reranker["tokens"], reranker["attributions"], reranker["sentence_b_start"]
     title = (
@@ -282,9 +278,8 @@ def build(ui: Ui) -> None:
     @guard
     def do_explain(query, document, model, query_prompt, document_prompt):
         ui.visitor()
-        return panel_values(
-            ui, explain_pair(state, query, document, model, "", None, query_prompt, document_prompt)
-        )
+        r = explain_pair(state, query, document, model, "", None, query_prompt, document_prompt)
+        return panel_values(ui, r)
 
     ui.tab_intro(
         "Why did a model give this document this score for this query? Each word is coloured by how much it "
@@ -309,6 +304,5 @@ def build(ui: Ui) -> None:
     prompts = prompt_boxes(ui, "explain")
     button = gr.Button("Explain", variant="primary", elem_id="explain-button")
     shown = Panel("explain")
-    shown.shows(
-        button.click(do_explain, [query, document, model, *prompts], shown.outputs, api_name="explain")
-    )
+    inputs = [query, document, model, *prompts]
+    shown.shows(button.click(do_explain, inputs, shown.outputs, api_name="explain"))

@@ -120,7 +120,8 @@ def score_pairs(
         for name, kind in RERANKERS.items()
     }
     values["bi_encoder_cosine"] = _cosines(models.bi_encoder, query, docs, given)
-    added = extra_columns({name: role for name, (role, _) in extra.items()})
+    loaded = {name: role for name, (role, _) in extra.items()}  # loaded by name: {name: role}
+    added = extra_columns(loaded)
     for (name, (role, model)), field in zip(extra.items(), added, strict=True):
         if role == CROSS_ENCODER:
             values[field] = np.asarray(model.score_pairs(query, docs), dtype=float).tolist()
@@ -136,9 +137,8 @@ def score_pairs(
     ]
     _add_ranks(rows, values, added)
     # how the pairs are read: by a re-ranker's body, else the bi-encoder's
-    reader = next(
-        (models.inspect[k] for k in models.loaded if k in models.inspect), models.inspect[BI_ENCODER]
-    )
+    inspect = models.inspect
+    reader = next((inspect[k] for k in models.loaded if k in inspect), inspect[BI_ENCODER])
     positions = position_limit(reader.model.config)
     formations = [input_formation(reader.tokenizer, query, doc, positions=positions) for doc in docs]
     unavailable = {name: models.why_not(name) for name in RERANKERS if name not in models.rerankers}
@@ -148,7 +148,7 @@ def score_pairs(
         "scores": rows,
         "input_formation": formations,
         "unavailable": unavailable,
-        "models": {name: role for name, (role, _) in extra.items()},  # loaded by name: {name: role}
+        "models": loaded,
         "prompts": prompts,
     }
     first = formations[0]
@@ -184,20 +184,14 @@ def _probabilities(models: AppModels, values: dict) -> tuple[dict[str, list[floa
     for kind in (k for k in RERANKERS.values() if k.pair_value == "score"):
         scores = values[kind.pair_column]
         calibration = getattr(models.rerankers.get(kind.name), "calibration", None)
-        fitted = bool(calibration and scores)
-        probabilities[f"{kind.key}_probability"] = (
-            calibration.probabilities(scores).tolist() if fitted else None
-        )
-        if fitted:
-            rate = calibration.base_rate
-            against = (
-                ""
-                if rate is None
-                else f", {rate:.1%} of them relevant: read it against that rate, not against 50 %"
-            )
+        fitted = calibration.probabilities(scores).tolist() if calibration and scores else None
+        probabilities[f"{kind.key}_probability"] = fitted
+        if fitted is not None:
+            rate, on = calibration.base_rate, calibration.fitted_on or "dev pairs"
+            if rate is not None:
+                on += f", {rate:.1%} of them relevant: read it against that rate, not against 50 %"
             notes.append(
-                f"{short_name(kind)} P(rel): its raw score calibrated on {calibration.fitted_on or 'dev pairs'}"
-                f"{against}; the raw score is in the JSON."
+                f"{short_name(kind)} P(rel): its raw score calibrated on {on}; the raw score is in the JSON."
             )
     return probabilities, notes
 
@@ -237,8 +231,8 @@ def after_scoring(out, data, png, models: AppModels):
     choices = [(f"{i}. {d[:60]}", i) for i, d in enumerate(docs, 1)]
     shown = shown_names()
     table = frame([{shown.get(k, k): v for k, v in row.items()} for row in data["scores"]], drop_empty=True)
-    # shares of the box: the table fills a desktop's width; a phone scrolls it inside its box (ui.CSS)
-    # the document wraps in 520 px, a score or rank column is as wide as its header (bold monospace)
+    # shares of the box (a phone scrolls it, ui.CSS): the document wraps in 520 px, a score or rank column
+    # is as wide as its header (bold monospace)
     widths = shares(
         [{"doc": 56, "document": 520}.get(c, max(90, round(8.5 * len(c)) + 30)) for c in table.columns]
     )
@@ -275,10 +269,10 @@ def build(ui: Ui) -> None:
         return (evt.row_value or [None])[0]  # the table's first column is the document number
 
     ui.tab_intro(
-        "Score one query against a few documents with every loaded model side by side: the cross-encoder and "
-        "CLS-LR re-rankers read query and document together, the bi-encoder compares their separate embeddings; "
-        "*Also compare* adds any cross-encoder or bi-encoder by its Hub id. Click a row to see which words drove "
-        "its scores."
+        "Score one query against a few documents with every loaded model side by side: the cross-encoder "
+        "and CLS-LR re-rankers read query and document together, the bi-encoder compares their separate "
+        "embeddings; *Also compare* adds any cross-encoder or bi-encoder by its Hub id. Click a row to see "
+        "which words drove its scores."
     )
     pair_query = gr.Textbox(label="Query", value=presets["pair_query"])
     pair_docs = gr.Textbox(

@@ -24,37 +24,11 @@ HOW = (
 )
 
 
-def _from_results(state: AppState, name: str, results: dict, metric: str, worst: int) -> tuple[list, dict]:
-    """(cases, meta) of a results JSON, judged by the qrels of the BEIR folder the app was started on."""
-    from ctxir.evaluation.report import report_from_results
-
-    config = results.get("config") if isinstance(results.get("config"), dict) else {}
-    folder = Path(state.config.corpus) if state.config.corpus else None
-    made_on = str(config.get("data") or "")
-    if folder is None or not (folder / "qrels").is_dir():
-        raise CtxirError(
-            f"{name} is a results JSON: drilling into it needs the corpus, queries and qrels it was "
-            f"made on ({made_on or 'not named in the file'!r}), and this app was started on "
-            f"{state.default_corpus!r}, which has no qrels. Start the app with `--corpus "
-            f"{made_on or 'BEIR_FOLDER'}`, or run `ctxir report {name}` and upload the .json "
-            "it writes"
-        )
-    if made_on and Path(made_on).name != folder.name:
-        raise CtxirError(
-            f"{name} was made on {made_on!r} but this app serves {str(folder)!r}: start the app with "
-            f"`--corpus {made_on}`, or run `ctxir report {name}` and upload its .json"
-        )
-    split = str(config.get("split") or "test")
-    corpus, queries, qrels = load_beir(folder, split)
-    cases, meta = report_from_results(results, corpus, queries, qrels, metric=metric, worst=worst)
-    return cases, {**meta, "data": str(folder), "split": split}
-
-
 def failure_report(
     state: AppState, path: str | Path | None, worst: int = 10, metric: str = "nDCG@10"
 ) -> ViewResult:
-    """A failure report from an uploaded file: a saved report's JSON."""
-    from ctxir.evaluation.report import REPORT_FORMAT, REPORT_VERSION, check_report_checksum
+    """A failure report from an uploaded file: a saved report's JSON, or a results JSON of the app's corpus."""
+    from ctxir.evaluation import report as reports
 
     if not path:
         raise CtxirError(f"no file was uploaded: choose {HOW}")
@@ -67,29 +41,47 @@ def failure_report(
         raise CtxirError(f"{path.name} is not a JSON file ({err}): upload {HOW}") from None
     if not isinstance(raw, dict):
         raise CtxirError(f"{path.name} holds a JSON {type(raw).__name__}, not an object: upload {HOW}")
-    if raw.get("format") == REPORT_FORMAT:
-        if not isinstance(raw.get("version"), int) or raw["version"] > REPORT_VERSION:
+    if raw.get("format") == reports.REPORT_FORMAT:
+        if not isinstance(raw.get("version"), int) or raw["version"] > reports.REPORT_VERSION:
             raise CtxirError(
                 f"{path.name} is report version {raw.get('version')!r}; this ctxir reads versions up to "
-                f"{REPORT_VERSION}: upgrade ctxir, or make the report again with this one"
+                f"{reports.REPORT_VERSION}: upgrade ctxir, or make the report again with this one"
             )
-        check_report_checksum(raw, path.name)
+        reports.check_report_checksum(raw, path.name)
         cases, meta, kind, note = raw.get("cases"), raw.get("meta"), "report", ""
         if not isinstance(cases, list) or not isinstance(meta, dict):
             raise CtxirError(
                 f'{path.name} has no list of "cases" and object "meta": upload the .json '
                 "ctxir wrote, unchanged"
             )
-    elif "runs" in raw or "per_query" in raw:
-        cases, meta = _from_results(state, path.name, raw, metric, worst)
-        kind = "results"
+    elif "runs" in raw or "per_query" in raw:  # judged by the qrels of the BEIR folder the app was started on
+        config = raw.get("config") if isinstance(raw.get("config"), dict) else {}
+        folder = Path(state.config.corpus) if state.config.corpus else None
+        made_on, name = str(config.get("data") or ""), path.name
+        if folder is None or not (folder / "qrels").is_dir():
+            raise CtxirError(
+                f"{name} is a results JSON: drilling into it needs the corpus, queries and qrels it was "
+                f"made on ({made_on or 'not named in the file'!r}), and this app was started on "
+                f"{state.default_corpus!r}, which has no qrels. Start the app with `--corpus "
+                f"{made_on or 'BEIR_FOLDER'}`, or run `ctxir report {name}` and upload the .json "
+                "it writes"
+            )
+        if made_on and Path(made_on).name != folder.name:
+            raise CtxirError(
+                f"{name} was made on {made_on!r} but this app serves {str(folder)!r}: start the app with "
+                f"`--corpus {made_on}`, or run `ctxir report {name}` and upload its .json"
+            )
+        split = str(config.get("split") or "test")
+        corpus, queries, qrels = load_beir(folder, split)
+        cases, meta = reports.report_from_results(raw, corpus, queries, qrels, metric=metric, worst=worst)
+        meta, kind = {**meta, "data": str(folder), "split": split}, "results"
         note = (
             "Drawn from the results JSON without model explanations (each takes minutes on a CPU): "
             f"`ctxir report {md_literal(path.name)}` adds them. Click a query for its results."
         )
     else:
         raise CtxirError(
-            f'{path.name} is neither a ctxir failure report (no "format": {REPORT_FORMAT!r}) nor a '
+            f'{path.name} is neither a ctxir failure report (no "format": {reports.REPORT_FORMAT!r}) nor a '
             f'results JSON (no "runs"): upload {HOW}'
         )
     return _shown(cases, meta, kind, path.name, f"from {md_code(path.name)}", metric, note)

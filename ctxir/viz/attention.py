@@ -188,14 +188,13 @@ def bertviz_document(
     # float64, so the rounded values print short
     rounded = np.round(internals.attentions.astype(np.float64), decimals)  # (layers, heads, tokens, tokens)
     shown = dict(sentence_b_start=internals.sentence_b_start, include_layers=layers, html_action="return")
+    tokens = list(internals.tokens)
     if view == "head":  # head view has no head filter: pass only the chosen heads
         attention = [torch.from_numpy(weights[heads]).unsqueeze(0) for weights in rounded]
-        html = head_view(attention, list(internals.tokens), layer=layers[0], **shown).data
+        html = head_view(attention, tokens, layer=layers[0], **shown).data
     else:
         attention = [torch.from_numpy(weights).unsqueeze(0) for weights in rounded]
-        html = model_view(
-            attention, list(internals.tokens), include_heads=heads, display_mode="light", **shown
-        ).data
+        html = model_view(attention, tokens, include_heads=heads, display_mode="light", **shown).data
     return offline_document(html, title=f"ctxir attention {view} view")
 
 

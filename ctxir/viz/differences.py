@@ -131,25 +131,18 @@ def differences_plotly(differences: Sequence[QueryDifferences]):
     from plotly.subplots import make_subplots
 
     # plotly reads its text as HTML: names are escaped
-    fig = make_subplots(
-        rows=len(differences),
-        cols=1,
-        subplot_titles=[html.escape(d.title) for d in differences],
-        vertical_spacing=min(0.3, 0.5 / len(differences)),
-    )
+    titles, spacing = [html.escape(d.title) for d in differences], min(0.3, 0.5 / len(differences))
+    fig = make_subplots(rows=len(differences), cols=1, subplot_titles=titles, vertical_spacing=spacing)
     for row, diff in enumerate(differences, 1):
-        fig.add_trace(
-            go.Bar(
-                x=list(range(len(diff.qids))),
-                y=diff.deltas.tolist(),
-                marker_color=_colours(diff.deltas),
-                customdata=[html.escape(q) for q in diff.qids],
-                hovertemplate="query %{customdata}<br>Δ %{y:.4f}<extra></extra>",
-                showlegend=False,
-            ),
-            row=row,
-            col=1,
+        bars = go.Bar(
+            x=list(range(len(diff.qids))),
+            y=diff.deltas.tolist(),
+            marker_color=_colours(diff.deltas),
+            customdata=[html.escape(q) for q in diff.qids],
+            hovertemplate="query %{customdata}<br>Δ %{y:.4f}<extra></extra>",
+            showlegend=False,
         )
+        fig.add_trace(bars, row=row, col=1)
         fig.update_xaxes(title_text=f"{len(diff.qids)} queries, worst to best", showticklabels=False, row=row)
         fig.update_yaxes(title_text=html.escape(f"Δ {diff.metric}"), zeroline=True, row=row)
     fig.update_layout(height=180 + 260 * len(differences), template="plotly_white", bargap=0.1)
