@@ -268,28 +268,29 @@ def ship(folder: Path, forever: bool) -> int:
     """``training/ship.py`` over the package folder's previous models: assembled beside them, swapped in whole."""
     import pytest
     import torch
-    from peft import LoraConfig
     from sentence_transformers import CrossEncoder
 
     from ctxir import kinds
     from ctxir.encoders import models
+    from ctxir.encoders.heads import SegmentCosineHead, TopLayersTransformer
     from ctxir.encoders.models import DEFAULT_BI_ENCODER, packaged_minilm_path
     from ctxir.files import verify_checksums
     from ctxir.rerank import ClsLrRanker
     from tests.tiny_models import metrics_record
     from training import ship as shipping
-    from training.train_cross_encoder import LORA_FULL_MODULES, name_adapter_base
 
-    ce, cls, dest = folder / "ce-lora", folder / kinds.CLS_LR, folder / "package" / "models"
-    model = CrossEncoder(str(packaged_minilm_path()), num_labels=1, device="cpu", max_length=64)
-    lora = LoraConfig(r=2, lora_alpha=4, target_modules=["query", "value"], modules_to_save=LORA_FULL_MODULES)
-    model.add_adapter(lora)
+    ce, cls, dest = folder / "ce-top", folder / kinds.CLS_LR, folder / "package" / "models"
+    body = TopLayersTransformer(str(packaged_minilm_path()), transformer_task="feature-extraction")
+    body.model.config.num_labels, body.max_seq_length = 1, 64
+    body.freeze_below(4, DEFAULT_BI_ENCODER)
+    model = CrossEncoder(
+        modules=[body, SegmentCosineHead(384)], device="cpu", activation_fn=torch.nn.Identity()
+    )
     torch.manual_seed(0)
-    for name, param in model.named_parameters():
-        if "lora_B" in name or "modules_to_save" in name:
-            torch.nn.init.normal_(param, std=0.05)
+    with torch.no_grad():
+        for param in (p for p in model.parameters() if p.requires_grad):
+            param.add_(0.01 * torch.randn_like(param))
     model.save_pretrained(str(ce))
-    name_adapter_base(ce, DEFAULT_BI_ENCODER)
     (ce / "metrics.json").write_text(json.dumps(metrics_record(kinds.CROSS_ENCODER, base=DEFAULT_BI_ENCODER)))
     features = np.random.default_rng(0).normal(size=(40, 384)).astype(np.float32)
     ClsLrRanker.fit(str(ce), features, [0, 1] * 20, device="cpu", max_length=64).save(cls)

@@ -358,7 +358,7 @@ def sts_adapter(minilm_path, tmp_path_factory) -> Path:
     from sentence_transformers.base.modules import Transformer
 
     from ctxir.encoders.heads import SegmentCosineHead
-    from training.train_cross_encoder import name_adapter_base
+    from training.train_pair_scorer import name_adapter_base
 
     body = Transformer(str(minilm_path), transformer_task="feature-extraction", max_seq_length=64)
     body.model.config.num_labels = 1

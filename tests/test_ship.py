@@ -1,6 +1,6 @@
 """Shipping trained re-rankers inside the package (training/ship.py) and loading them by name, offline.
 
-The adapters here are LoRA over the real packaged all-MiniLM-L6-v2 with random (non-zero) weights: what is
+The cross-encoder here is the real packaged all-MiniLM-L6-v2 with its top 2 layers nudged at random: what is
 tested is the packaging and loading, which do not depend on how well the weights rank.
 """
 
@@ -17,7 +17,6 @@ from ctxir.encoders.models import DEFAULT_BI_ENCODER, SHIPPED_CLS_LR, SHIPPED_CR
 from ctxir.types import CtxirError
 from tests.tiny_models import metrics_record
 from training import ship
-from training.train_cross_encoder import LORA_FULL_MODULES, name_adapter_base
 
 PAIR = (
     "Do statins lower the risk of heart attack?",
@@ -27,72 +26,43 @@ PAIR = (
 
 @pytest.fixture(scope="module")
 def trained(minilm_path, tmp_path_factory) -> dict[str, Path]:
-    """A LoRA cross-encoder over the packaged MiniLM (base named by Hub id) and a CLS-LR ranker fitted on it."""
+    """A segment-cosine cross-encoder whose top 2 MiniLM layers were changed (saved as those layers only), its
+    fusion.json, and a CLS-LR ranker fitted on it."""
     import torch
-    from peft import LoraConfig
     from sentence_transformers import CrossEncoder
 
+    from ctxir.encoders.heads import SegmentCosineHead, TopLayersTransformer
     from ctxir.rerank import ClsLrRanker
 
-    root = tmp_path_factory.mktemp("trained")
-    ce = root / "ce-lora"
-    model = CrossEncoder(str(minilm_path), num_labels=1, device="cpu", max_length=64)
-    model.add_adapter(
-        LoraConfig(r=2, lora_alpha=4, target_modules=["query", "value"], modules_to_save=LORA_FULL_MODULES)
+    root = tmp_path_factory.mktemp("trained-top")
+    body = TopLayersTransformer(str(minilm_path), transformer_task="feature-extraction")
+    body.model.config.num_labels = 1
+    body.max_seq_length = 64
+    body.freeze_below(4, DEFAULT_BI_ENCODER)
+    model = CrossEncoder(
+        modules=[body, SegmentCosineHead(384)], device="cpu", activation_fn=torch.nn.Identity()
     )
     torch.manual_seed(0)
-    for name, param in model.named_parameters():
-        if "lora_B" in name or "modules_to_save" in name:
-            torch.nn.init.normal_(param, std=0.05)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.requires_grad:
+                parameter.add_(0.01 * torch.randn_like(parameter))
+    ce = root / "ce-top"
     model.save_pretrained(str(ce))
-    name_adapter_base(ce, DEFAULT_BI_ENCODER)
     (ce / "metrics.json").write_text(json.dumps(metrics_record("cross-encoder", base=DEFAULT_BI_ENCODER)))
     (ce / "train.log").write_text("left behind\n")
-    cls = root / "cls-lr"
-    rng = np.random.default_rng(0)
-    ClsLrRanker.fit(
-        str(ce), rng.normal(size=(40, 384)).astype(np.float32), [0, 1] * 20, device="cpu", max_length=64
-    ).save(cls)
-    (cls / "metrics.json").write_text(json.dumps(metrics_record("cls-lr", base=str(ce))))
-    return {"ce": ce, "cls": cls, "root": root}
-
-
-@pytest.fixture(scope="module")
-def trained_mean_head(minilm_path, tmp_path_factory) -> dict[str, Path]:
-    """The modular layout: LoRA over the packaged MiniLM's body, then mean pooling and a Dense score."""
-    import torch
-    from peft import LoraConfig
-    from sentence_transformers import CrossEncoder
-    from sentence_transformers.base.modules import Dense, Transformer
-    from sentence_transformers.sentence_transformer.modules import Pooling
-
-    from ctxir.rerank import ClsLrRanker
-
-    root = tmp_path_factory.mktemp("trained-mean")
-    ce = root / "ce-mean-lora"
-    model = CrossEncoder(
-        modules=[
-            Transformer(str(minilm_path), transformer_task="feature-extraction", max_seq_length=64),
-            Pooling(384, "mean"),
-            Dense(384, 1, activation_function=None, module_output_name="scores"),
-        ],
-        device="cpu",
+    (ce / "fusion.json").write_text(
+        json.dumps(
+            {"method": "rrf", "k": 60, "weights": [0.5, 1.0], "chosen_on": "50 held-out training claims"}
+        )
     )
-    model.add_adapter(LoraConfig(r=2, lora_alpha=4, target_modules=["query", "value"]))
-    torch.manual_seed(0)
-    for name, param in model.named_parameters():
-        if "lora_B" in name:
-            torch.nn.init.normal_(param, std=0.05)
-    model.save_pretrained(str(ce))
-    name_adapter_base(ce, DEFAULT_BI_ENCODER)
-    (ce / "metrics.json").write_text(json.dumps(metrics_record("cross-encoder", base=DEFAULT_BI_ENCODER)))
     cls = root / "cls-lr"
     rng = np.random.default_rng(0)
     ClsLrRanker.fit(
         str(ce), rng.normal(size=(40, 384)).astype(np.float32), [0, 1] * 20, device="cpu", max_length=64
     ).save(cls)
     (cls / "metrics.json").write_text(json.dumps(metrics_record("cls-lr", base=str(ce))))
-    return {"ce": ce, "cls": cls}
+    return {"ce": ce, "cls": cls, "model": model}
 
 
 @pytest.fixture
@@ -121,10 +91,10 @@ def test_shipped_models_load_by_name_offline_and_cls_lr_is_sigmoid_of_coef_dot_c
         ship.ShipArgs(cross_encoder=str(trained["ce"]), cls_lr=str(trained["cls"]), dest=str(shipped_into))
     )
     files = sorted(p.relative_to(shipped_into).as_posix() for p in shipped_into.rglob("*") if p.is_file())
-    assert "cross-encoder/adapter_model.safetensors" in files and "cls-lr/cls_lr.safetensors" in files
-    assert not any(
-        f.endswith((".bin", ".pt", ".pkl", ".log")) or Path(f).name == "model.safetensors" for f in files
-    )
+    assert "cross-encoder/top_layers.safetensors" in files and "cls-lr/cls_lr.safetensors" in files
+    assert not any(f.endswith((".bin", ".pt", ".pkl", ".log")) for f in files)
+    assert "cross-encoder/model.safetensors" not in files  # the top layers only, never the whole body
+
     assert 0 < report["size_mb"] <= 10
     # by name, as the app and `ctxir.evaluate` load them, with the Hub unreachable
     assert models.resolve_model(SHIPPED_CROSS_ENCODER) == str(shipped_into / "cross-encoder")
@@ -135,7 +105,7 @@ def test_shipped_models_load_by_name_offline_and_cls_lr_is_sigmoid_of_coef_dot_c
         json.loads((shipped_into / "cls-lr" / "cls_lr_config.json").read_text())["base_model"]
         == SHIPPED_CROSS_ENCODER
     )
-    # sigmoid(coef · CLS + b) by hand from the shipped weights; CLS = last_hidden_state[:, 0] of the adapted body
+    # sigmoid(coef · CLS + b) by hand from the shipped weights; CLS = last_hidden_state[:, 0] of the trained body
     weights = load_file(str(shipped_into / "cls-lr" / "cls_lr.safetensors"))
     tokenizer, body = models.load_transformer(SHIPPED_CROSS_ENCODER, "cpu", attentions=False)
     batch = tokenizer([PAIR[0]], [PAIR[1]], truncation=True, max_length=64, return_tensors="pt")
@@ -143,7 +113,7 @@ def test_shipped_models_load_by_name_offline_and_cls_lr_is_sigmoid_of_coef_dot_c
         cls = body(**batch).last_hidden_state[:, 0].numpy()[0]  # (hidden,)
     by_hand = 1 / (1 + np.exp(-(float(weights["coef"] @ cls) + float(weights["intercept"][0]))))
     assert ranker.predict_proba(*PAIR[:1], [PAIR[1]])[0] == pytest.approx(by_hand, abs=1e-5)
-    # the adapted body is not the base MiniLM: its [CLS] differs, so the adapter really is merged in
+    # the trained body is not the base MiniLM: its [CLS] differs, so the top layers really are applied
     base_tok, base_body = models.load_transformer(DEFAULT_BI_ENCODER, "cpu", attentions=False)
     with torch.no_grad():
         base_cls = (
@@ -158,56 +128,16 @@ def test_shipped_models_load_by_name_offline_and_cls_lr_is_sigmoid_of_coef_dot_c
     assert SHIPPED_CLS_LR in (shipped_into / "cls-lr" / "README.md").read_text()
 
 
-@pytest.fixture(scope="module")
-def trained_top_layers(minilm_path, tmp_path_factory) -> dict[str, Path]:
-    """A segment-cosine cross-encoder whose top 2 MiniLM layers were changed (saved as those layers only), its
-    fusion.json, and a CLS-LR ranker fitted on it."""
-    import torch
-    from sentence_transformers import CrossEncoder
-
-    from ctxir.encoders.heads import SegmentCosineHead, TopLayersTransformer
-    from ctxir.rerank import ClsLrRanker
-
-    root = tmp_path_factory.mktemp("trained-top")
-    body = TopLayersTransformer(str(minilm_path), transformer_task="feature-extraction")
-    body.model.config.num_labels = 1
-    body.max_seq_length = 64
-    body.freeze_below(4, DEFAULT_BI_ENCODER)
-    model = CrossEncoder(
-        modules=[body, SegmentCosineHead(384)], device="cpu", activation_fn=torch.nn.Identity()
-    )
-    torch.manual_seed(0)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            if parameter.requires_grad:
-                parameter.add_(0.01 * torch.randn_like(parameter))
-    ce = root / "ce-top"
-    model.save_pretrained(str(ce))
-    (ce / "metrics.json").write_text(json.dumps(metrics_record("cross-encoder", base=DEFAULT_BI_ENCODER)))
-    (ce / "fusion.json").write_text(
-        json.dumps(
-            {"method": "rrf", "k": 60, "weights": [0.5, 1.0], "chosen_on": "50 held-out training claims"}
-        )
-    )
-    cls = root / "cls-lr"
-    rng = np.random.default_rng(0)
-    ClsLrRanker.fit(
-        str(ce), rng.normal(size=(40, 384)).astype(np.float32), [0, 1] * 20, device="cpu", max_length=64
-    ).save(cls)
-    (cls / "metrics.json").write_text(json.dumps(metrics_record("cls-lr", base=str(ce))))
-    return {"ce": ce, "cls": cls, "model": model}
-
-
 def test_a_segment_cosine_top_layers_model_ships_small_with_its_fusion_and_card(
-    trained_top_layers, shipped_into, monkeypatch
+    trained, shipped_into, monkeypatch
 ):
     from ctxir.rerank import CrossEncoderReranker
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     report = ship.run(
         ship.ShipArgs(
-            cross_encoder=str(trained_top_layers["ce"]),
-            cls_lr=str(trained_top_layers["cls"]),
+            cross_encoder=str(trained["ce"]),
+            cls_lr=str(trained["cls"]),
             dest=str(shipped_into),
         )
     )
@@ -226,11 +156,7 @@ def test_a_segment_cosine_top_layers_model_ships_small_with_its_fusion_and_card(
     # the shipped float16 layers score as the trained float32 model did, within that rounding
     np.testing.assert_allclose(
         scores,
-        np.ravel(
-            trained_top_layers["model"].predict(
-                [PAIR, (PAIR[0], "The river bank was flooded after the storm.")]
-            )
-        ),
+        np.ravel(trained["model"].predict([PAIR, (PAIR[0], "The river bank was flooded after the storm.")])),
         atol=0.02,
     )
     card = (shipped_into / "cross-encoder" / "README.md").read_text()
@@ -240,25 +166,9 @@ def test_a_segment_cosine_top_layers_model_ships_small_with_its_fusion_and_card(
     assert "AutoModelForSequenceClassification" not in card  # no transformers-only snippet that cannot work
 
 
-def test_a_mean_pooling_head_ships_with_its_modules(trained_mean_head, shipped_into, monkeypatch):
-    from ctxir.rerank import CrossEncoderReranker
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    report = ship.run(
-        ship.ShipArgs(
-            cross_encoder=str(trained_mean_head["ce"]),
-            cls_lr=str(trained_mean_head["cls"]),
-            dest=str(shipped_into),
-        )
-    )
-    assert (shipped_into / "cross-encoder" / "2_Dense" / "model.safetensors").is_file()
-    score = CrossEncoderReranker(SHIPPED_CROSS_ENCODER, "cpu").score_pairs(*PAIR[:1], [PAIR[1]])[0]
-    assert score == pytest.approx(report["cross_encoder_score"], abs=1e-6)
-
-
 def test_ship_refuses_what_cannot_ship(trained, shipped_into, tmp_path):
     # a full model: too large to ship, goes to the Hub
-    with pytest.raises(CtxirError, match=r"neither trained top layers .* nor an adapter"):
+    with pytest.raises(CtxirError, match=r"holds no trained top layers"):
         ship.run(
             ship.ShipArgs(
                 cross_encoder=str(trained["cls"]), cls_lr=str(trained["cls"]), dest=str(shipped_into)

@@ -21,9 +21,8 @@ from ctxir.encoders import EmbeddingCache
 from ctxir.encoders.models import pick_device, set_threads
 from ctxir.encoders.reranker_heads import cls_lr_logit
 from ctxir.evaluation import evaluate_run
-from ctxir.rerank import ClsLrRanker, CrossEncoderReranker, Reranker, head_scores
-from ctxir.rerank.pipeline import Pipeline
-from ctxir.types import Corpus, CtxirError, Qrels, Queries, doc_text
+from ctxir.rerank import ClsLrRanker, CrossEncoderReranker, head_scores
+from ctxir.types import Corpus, CtxirError, Hit, Qrels, Queries, doc_text, run_from_hits
 from training.common import SQUAD_DEV_QUERIES, check_not_empty, take, untrained_questions
 
 Pair = tuple[str, str]
@@ -69,8 +68,7 @@ def positive_grid(name: str, value: str, example: str, what: str) -> list[float]
 
 
 def base_reference(given: str, base_path: str, output: Path) -> str:
-    """What cls_lr_config.json names as base_model: a path relative to the ranker folder for a local cross-encoder
-    (ClsLrRanker.load resolves it there), else the Hub id as given."""
+    """cls_lr_config.json's base_model: a local cross-encoder relative to ``output``, else the Hub id."""
     if Path(given).expanduser().exists():
         return os.path.relpath(Path(base_path).resolve(), output.resolve())
     return given
@@ -143,8 +141,7 @@ def split_queries(
 
 
 def base_unseen_queries(base_path: str, all_qids: Sequence[str]) -> set[str]:
-    """The SciFact train queries the cross-encoder never trained on, from its metrics.json's ``extra.train_query_ids``
-    (its [CLS] of trained pairs is in-sample)."""
+    """The SciFact train queries the cross-encoder never trained on (its ``extra.train_query_ids``)."""
     path = Path(base_path) / "metrics.json"
     if not path.is_file():
         raise CtxirError(
@@ -177,8 +174,7 @@ def general_pairs(
     depth: int,
     base_model: str,
 ) -> tuple[PairSet, dict]:
-    """--general's pairs, query ids prefixed ``<source>:``, of questions neither the cross-encoder (``base_config``:
-    its metrics.json's) trained on nor its fused mode is chosen on (SQuAD dev); and what metrics.json records."""
+    """--general's pairs (ids ``<source>:``) of questions the cross-encoder never saw, and their record."""
     from ctxir.data.general import load_general
     from ctxir.retrieval import BM25Retriever
     from training.fusion_choice import squad_dev
@@ -206,15 +202,11 @@ def general_pairs(
     return PairSet.concat(parts), record
 
 
-# ---------------------------------------------------------------- features: one cross-encoder pass, cached
-
-
 @torch.no_grad()
 def cross_encoder_pass(
     cross_encoder, pairs: Sequence[Pair], layer: int, max_length: int, batch_size: int, desc: str = "features"
 ) -> tuple[np.ndarray, np.ndarray]:
-    """One forward pass per pair → ([CLS] of ``layer`` (N, hidden): what ClsLrRanker reads, the cross-encoder's own
-    logit (N,): what CrossEncoder.predict squashes)."""
+    """One forward pass per pair → ([CLS] of ``layer`` (N, hidden), the cross-encoder's own logit (N,))."""
     model, tokenizer = cross_encoder.model.eval(), cross_encoder.tokenizer
     cls = np.zeros((len(pairs), model.config.hidden_size), np.float32)  # (N, hidden)
     logits = np.zeros(len(pairs), np.float32)
@@ -242,8 +234,7 @@ def cross_encoder_pass(
 
 
 class FeatureCache:
-    """Pairs' [CLS] and logit (one cross-encoder pass) as one .npy in an ``EmbeddingCache`` (atomic writes: a torn
-    file is a miss), keyed by the model, layer, max_length and the pairs; ``timings``: each read's pairs and seconds."""
+    """Pairs' [CLS] and logit as one .npy in an ``EmbeddingCache``; ``timings``: each read's seconds."""
 
     def __init__(self, root: str, model_key: str, layer: int, max_length: int):
         self.store = EmbeddingCache(Path(root).expanduser()) if root else None
@@ -257,8 +248,7 @@ class FeatureCache:
         return digest.hexdigest()[:32]
 
     def read(self, cross_encoder, pairs: Sequence[Pair], desc: str, batch_size: int, score_feature: bool):
-        """(features (N, hidden[+1]): [CLS], + the cross-encoder's score as the last column with ``score_feature``
-        (ClsLrRanker's column order); the logits (N,)), from the cache or one pass (then cached)."""
+        """(features: [CLS] (+ the score as last column), logits (N,)), from the cache or one pass."""
         start, key = time.perf_counter(), self.key(pairs)
         found = self.store.get(key) if self.store is not None else None  # (N, hidden + 1): [CLS], logit
         self.timings[desc] = {"pairs": len(pairs), "cached": found is not None}
@@ -274,15 +264,10 @@ class FeatureCache:
         return (found if score_feature else found[:, :-1]), found[:, -1]
 
 
-# ---------------------------------------------------------------- the fit
-
-
 def fit_logistic(
     x: np.ndarray, y: np.ndarray, c: float, class_weight: str | None, seed: int, emphasis: float = 1.0
 ):
-    """Standardise then fit LogisticRegression → (coef (features,), intercept) on the *raw* features, the model.
-
-    Scaling makes one C mean the same on every base model; ``emphasis`` scales the last standardised column."""
+    """Standardised LogisticRegression → (coef (features,), intercept) on the *raw* features, the model."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import FunctionTransformer, StandardScaler
@@ -327,8 +312,7 @@ def choose_c(
     seed: int,
     metric: str,
 ) -> tuple[tuple[float, float], dict]:
-    """The (C, score emphasis) whose out-of-fold scores have the best ``metric`` (average_precision or ndcg), folds
-    grouped by query → ((C, emphasis), {(C, emphasis): {"average_precision", "ndcg", "oof" scores}})."""
+    """The (C, emphasis) whose query-grouped out-of-fold scores have the best ``metric``, and every one's."""
     from sklearn.metrics import average_precision_score
     from sklearn.model_selection import GroupKFold
 
@@ -381,30 +365,15 @@ def classification(y: np.ndarray, scores: np.ndarray, threshold: float) -> dict:
     }
 
 
-# ---------------------------------------------------------------- re-ranking with the one pass's scores
-
-
-class PrecomputedReranker(Reranker):
-    """Looks scores up by (query, document text): lets Pipeline re-rank with scores from the one shared pass."""
-
-    def __init__(self, name: str, pairs: Sequence[Pair], scores: np.ndarray):
-        self.name = name
-        self.table = {pair: float(s) for pair, s in zip(pairs, scores, strict=True)}
-
-    def score_pairs(self, query: str, texts: Sequence[str]) -> np.ndarray:
-        try:
-            return np.array([self.table[(query, t)] for t in texts], dtype=np.float32)
-        except KeyError as err:
-            raise CtxirError(f"no precomputed {self.name} score for a candidate of query {query!r}") from err
-
-
-def rerank_test(bm25, queries: Queries, qrels: Qrels, rerankers: Sequence[Reranker], depth: int) -> dict:
-    """BM25's top-``depth`` of ``queries`` re-ranked by each of ``rerankers`` (library Pipeline and metrics) →
-    {name: aggregate}."""
-    runs, qrels = {}, {q: qrels[q] for q in queries}
-    for reranker in rerankers:
-        stage_runs = Pipeline(bm25, reranker, depth=depth).run(queries, show_progress=False)
-        runs[kinds.BM25], runs[reranker.name] = stage_runs["first_stage"], stage_runs["rerank"]
+def rerank_test(candidates: dict, scores: dict[str, np.ndarray], qrels: Qrels, depth: int) -> dict:
+    """BM25's ``candidates`` re-ranked by each of ``scores`` ({name: (pairs,)}) → {name: aggregate}."""
+    runs, qrels = {kinds.BM25: run_from_hits(candidates)}, {q: qrels[q] for q in candidates}
+    for name, values in scores.items():
+        flat = iter(values)
+        scored = {q: [Hit(h.doc_id, float(next(flat))) for h in hits] for q, hits in candidates.items()}
+        runs[name] = run_from_hits(
+            {q: sorted(h, key=lambda h: (-h.score, h.doc_id)) for q, h in scored.items()}
+        )
     cutoffs = sorted({1, 3, 5, 10, depth, 100})
     retrieval = {name: evaluate_run(qrels, r, cutoffs).aggregate for name, r in runs.items()}
     for name, agg in retrieval.items():
@@ -413,38 +382,33 @@ def rerank_test(bm25, queries: Queries, qrels: Qrels, rerankers: Sequence[Rerank
 
 
 def verify_ranker(
-    folder: Path, cross_encoder, one_pass: dict, queries: int, batch_size: int, device: str
+    folder: Path, cross_encoder, pairs: list[Pair], scores: dict, queries: int, batch_size: int, device: str
 ) -> dict:
-    """The ranker loaded from ``folder`` and CrossEncoderReranker score the first ``queries`` test queries' documents
-    as ``one_pass`` ({"cls-lr" | "cross-encoder": PrecomputedReranker}) did; else the reported numbers would be wrong."""
-    texts: dict[str, list[str]] = {}
-    for query, text in one_pass[kinds.CLS_LR].table:  # (query, document), in test order
-        texts.setdefault(query, []).append(text)
-    texts = dict(list(texts.items())[: max(queries, 0)])
-    if not texts:
+    """The saved ranker and the cross-encoder score the first ``queries`` test queries as the one pass did."""
+    rows: dict[str, list[int]] = {}
+    for i, (query, _) in enumerate(pairs):  # in test order
+        rows.setdefault(query, []).append(i)
+    rows = dict(list(rows.items())[: max(queries, 0)])
+    if not rows:
         return {"queries": 0}
     loaded = ClsLrRanker.load(folder, device=device, batch_size=batch_size)
     reference = CrossEncoderReranker(cross_encoder, batch_size=batch_size)
     # the cross-encoder's own activation: sigmoid for a classifier head, identity for ctxir's segment-cosine head
     activation = getattr(cross_encoder, "activation_fn", None) or torch.nn.Sigmoid()
     cls_diff = ce_diff = 0.0
-    for query, docs in texts.items():
-        cls_lr_scores = one_pass[kinds.CLS_LR].score_pairs(query, docs)
-        cls_diff = max(cls_diff, float(np.abs(loaded.score_pairs(query, docs) - cls_lr_scores).max()))
-        expected = activation(
-            torch.from_numpy(one_pass[kinds.CROSS_ENCODER].score_pairs(query, docs))
-        ).numpy()
+    for query, idx in rows.items():
+        docs = [pairs[i][1] for i in idx]
+        cls_diff = max(
+            cls_diff, float(np.abs(loaded.score_pairs(query, docs) - scores[kinds.CLS_LR][idx]).max())
+        )
+        expected = activation(torch.from_numpy(scores[kinds.CROSS_ENCODER][idx])).numpy()
         ce_diff = max(ce_diff, float(np.abs(reference.score_pairs(query, docs) - expected).max()))
     print(
-        f"verification on {len(texts)} test queries: max |Δscore| CLS-LR {cls_diff:.2e}, cross-encoder {ce_diff:.2e}"
+        f"verification on {len(rows)} test queries: max |Δscore| CLS-LR {cls_diff:.2e}, cross-encoder {ce_diff:.2e}"
     )
     if cls_diff > 1e-3 or ce_diff > 1e-3:
         raise CtxirError(
             f"the loaded ranker or the cross-encoder disagrees with the one-pass scores (CLS-LR "
             f"{cls_diff:.2e}, cross-encoder {ce_diff:.2e}): the reported numbers would be wrong"
         )
-    return {
-        "queries": len(texts),
-        "cls_lr_max_abs_diff": cls_diff,
-        "cross_encoder_max_abs_prob_diff": ce_diff,
-    }
+    return {"queries": len(rows), "cls_lr_max_abs_diff": cls_diff, "cross_encoder_max_abs_prob_diff": ce_diff}

@@ -9,6 +9,7 @@ import os
 import random
 import shutil
 import sys
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,9 +44,7 @@ DATA_FOLDERS = {
 
 
 def dataset_entry(name: str, split: str, role: str, path: str | os.PathLike, num_examples: int) -> dict:
-    """One row of metrics.json "datasets"; ``name`` is a key of ``DATA_LICENSES``."""
-    if role not in ("train", "eval"):
-        raise ValueError(f"role must be 'train' or 'eval', got {role!r}")
+    """One row of metrics.json "datasets" (``role`` train or eval); ``name`` is a key of ``DATA_LICENSES``."""
     row = {"name": name, "split": split, "role": role, "path": str(path), "license": DATA_LICENSES.get(name)}
     return {**row, "num_examples": int(num_examples)}
 
@@ -148,8 +147,7 @@ def untrained_questions(data, source: str, config: dict, default_seed: int = 42)
 
 
 def heldout_queries(qids: Sequence[str], n: int, seed: int) -> list[str]:
-    """The ``n`` training queries held out, seeded: the same claims in every script, so a pipeline of models can be
-    tuned on claims none of them saw."""
+    """The ``n`` training queries held out, seeded: the same claims in every script."""
     qids = sorted(qids)
     return sorted(random.Random(seed).sample(qids, min(n, len(qids) - 1))) if n > 0 else []
 
@@ -161,10 +159,7 @@ def unseen_heldout_queries(positives: dict[str, set[str]], n: int, seed: int) ->
     >>> unseen_heldout_queries({"a": {"d1"}, "b": {"d1"}, "c": {"d2"}, "d": {"d3", "d1"}, "e": {"d4"}}, 5, 0)
     ['c', 'e']
     """
-    cited: dict[str, int] = {}
-    for docs in positives.values():
-        for d in docs:
-            cited[d] = cited.get(d, 0) + 1
+    cited = Counter(d for docs in positives.values() for d in docs)
     candidates = sorted(q for q, docs in positives.items() if docs and all(cited[d] == 1 for d in docs))
     if n <= 0 or not candidates:
         return []
@@ -294,20 +289,17 @@ def jsonl_log_callback(path: str | os.PathLike):
     """A ``transformers.TrainerCallback`` appending each Trainer log dict (loss, lr, eval scores) as JSON."""
     from transformers import TrainerCallback
 
-    class JsonlLogCallback(TrainerCallback):
-        def __init__(self, target: Path):
-            self.path = target
-
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if not state.is_world_process_zero or not logs:
-                return
-            row = {"step": state.global_step, "epoch": state.epoch, **logs}
-            with self.path.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(row, default=json_default) + "\n")
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    return JsonlLogCallback(path)
+
+    class JsonlLogCallback(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            row = {"step": state.global_step, "epoch": state.epoch, **(logs or {})}
+            if state.is_world_process_zero and logs:
+                with path.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps(row, default=json_default) + "\n")
+
+    return JsonlLogCallback()
 
 
 @dataclass
@@ -360,9 +352,7 @@ def trainer_setting(name: str, default: Any, help: str = "") -> Any:
 
 @dataclass
 class TrainerRunArgs(CommonArgs):
-    """What a Trainer script adds to sentence-transformers' training arguments (which its class also extends).
-
-    ``--device`` sets ``run_device``: ``device`` is the library's own property."""
+    """What a Trainer script adds to sentence-transformers' training arguments (``--device`` sets ``run_device``)."""
 
     run_device: str = flag("auto", "auto, cpu or cuda (cpu = the Trainer's use_cpu)", aliases=["--device"])
     model: str = flag(DEFAULT_BI_ENCODER, "starting model: Hub id or local folder")

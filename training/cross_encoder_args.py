@@ -13,9 +13,7 @@ from ctxir.encoders.models import DEFAULT_BI_ENCODER
 from ctxir.types import CtxirError
 from training.common import TrainerRunArgs, trainer_setting
 
-LOSSES = ("bce", "listnet")
 NEGATIVE_STAGES = (kinds.BM25, kinds.HYBRID)  # --negative-stages: the app's first stages
-LISTWISE = ("listnet",)  # one row = (query, [positive, negatives…], [1, 0, …])
 HEAD_PARAMETERS = r"(^|\.)1\.(scale|bias|linear\.)"  # the segment-cosine head's weights (module 1)
 # its --term-match read-outs and an importance-pooling head's mix (a bare parameter: no dot after its name)
 MATCH_PARAMETERS = r"(^|\.)1\.(term_weight\.|term_linear\.)"
@@ -25,8 +23,8 @@ MATCH_PARAMETERS = r"(^|\.)1\.(term_weight\.|term_linear\.)"
 class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
     task: Literal["scifact"] = flag("scifact", "scifact: a re-ranker of BM25's top hits")
     model: str = flag(DEFAULT_BI_ENCODER, "starting Hub id or folder; a plain body gets a one-logit head")
-    loss: Literal["auto", "bce", "listnet"] = flag(
-        "auto", "auto = bce; listnet = listwise over the positive and its negatives"
+    loss: Literal["bce", "listnet"] = flag(
+        "bce", "bce, or listnet: listwise over the positive and its negatives"
     )
     head: Literal["cls", "segment-cosine"] = flag(
         "cls", "cls = classifier on [CLS]; segment-cosine (ctxir.encoders.heads)"
@@ -53,7 +51,6 @@ class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
     max_length: int = flag(256, "tokens per (query, document) input (0 = the model's own)")
     negatives: Literal["bm25", "dense", "both"] = flag("bm25", "where hard negatives come from")
     num_negatives: int = flag(4, "hard negatives per claim (per source)")
-    dense_model: str = flag(DEFAULT_BI_ENCODER, "bi-encoder for --negatives dense")
     rerank_depth: int = flag(100, "test: BM25 candidates re-ranked per query")
     dev_queries: int = flag(50, "training queries held out for the dev evaluator (0 = none)")
     dev_depth: int = flag(20, "dev evaluator: BM25 candidates per query")
@@ -66,10 +63,6 @@ class CrossEncoderArgs(TrainerRunArgs, CrossEncoderTrainingArguments):
 
 
 def check(args: CrossEncoderArgs) -> None:
-    if args.loss == "auto":
-        args.loss = "bce"
-    if args.loss not in LOSSES:
-        raise CtxirError(f"--loss {args.loss!r} is not known: use one of {', '.join(LOSSES)}")
     if args.num_negatives < 1 or args.rerank_depth < 1:
         raise CtxirError(
             f"--num-negatives and --rerank-depth must be ≥ 1, got {args.num_negatives!r} and "
@@ -91,15 +84,15 @@ def check(args: CrossEncoderArgs) -> None:
             f"{args.negative_pool!r}"
         )
     negative_stages(args.negative_stages)
-    if args.general and args.loss not in LISTWISE:
+    if args.general and args.loss != "listnet":
         raise CtxirError(
             f"--general {args.general!r} adds listwise groups beside SciFact's claims: use it with "
-            f"--loss {' or '.join(LISTWISE)}, or drop --general"
+            "--loss listnet, or drop --general"
         )
-    if (args.negative_rounds > 1 or args.negative_pool) and args.loss not in LISTWISE:
+    if (args.negative_rounds > 1 or args.negative_pool) and args.loss != "listnet":
         raise CtxirError(
-            f"--negative-rounds/--negative-pool re-sample negatives per group: use a listwise --loss "
-            f"({', '.join(LISTWISE)}), not {args.loss!r}"
+            f"--negative-rounds/--negative-pool re-sample negatives per group: use the listwise --loss "
+            f"listnet, not {args.loss!r}"
         )
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import copy
 import functools
+import itertools
 import random
 import re
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +19,7 @@ from sentence_transformers.cross_encoder.evaluation import (
 )
 
 from ctxir import kinds
-from ctxir.encoders.models import resolve_model
+from ctxir.encoders.models import DEFAULT_BI_ENCODER, resolve_model
 from ctxir.files import read_json
 from ctxir.rerank.passages import Passages
 from ctxir.rerank.rankers import pair_scores
@@ -34,15 +36,14 @@ from training.common import (
     take_train,
     unseen_heldout_queries,
 )
-from training.cross_encoder_args import LISTWISE, negative_stages
+from training.cross_encoder_args import negative_stages
 from training.steps import TaskData, dev_metric_key
 
 HELDOUT = "scifact-train-heldout"  # the SciFact dev evaluator's name: its metrics' prefix
 
 
 def build_pair_scorer_data(args) -> TaskData:
-    """The pair scorer's data: STS-B train (scores / 5; + --extra-train silver pairs, + each pair swapped with
-    --both-orders), its dev evaluator and the test pairs."""
+    """STS-B train (scores / 5; + silver pairs, + swapped pairs), its dev evaluator and test pairs."""
     from datasets import Dataset, concatenate_datasets
 
     from ctxir.data import load_sts
@@ -158,12 +159,8 @@ def interleave(lists: list[list[str]], size: int) -> list[str]:
     >>> interleave([["a", "b", "c"], ["b", "d"]], 4)
     ['a', 'b', 'd', 'c']
     """
-    out: dict[str, None] = {}
-    for rank in range(max((len(items) for items in lists), default=0)):
-        for items in lists:
-            if rank < len(items):
-                out.setdefault(items[rank])
-    return list(out)[:size]
+    ranks = itertools.zip_longest(*lists)
+    return list(dict.fromkeys(d for rank in ranks for d in rank if d is not None))[:size]
 
 
 def dense_negatives(corpus, queries, positives, model_name: str, num: int, device: str) -> dict:
@@ -204,10 +201,7 @@ class WindowPicker:
 
     def __init__(self, corpus: dict, passages: Passages):
         self.passages = passages
-        frequency: dict[str, int] = {}
-        for doc in corpus.values():
-            for word in set(_words(doc_text(doc))):
-                frequency[word] = frequency.get(word, 0) + 1
+        frequency = Counter(word for doc in corpus.values() for word in set(_words(doc_text(doc))))
         self.idf = {w: float(np.log((len(corpus) + 1) / (n + 0.5))) for w, n in frequency.items()}
         self.unknown = float(np.log((len(corpus) + 1) / 0.5))
 
@@ -272,7 +266,7 @@ def build_scifact(args, device: str) -> TaskData:
             negatives[q] += docs[: args.num_negatives]
     if args.negatives in ("dense", "both"):
         num = args.num_negatives if args.num_dense_negatives < 0 else args.num_dense_negatives
-        dense = dense_negatives(corpus, train_queries, positives, args.dense_model, num, device)
+        dense = dense_negatives(corpus, train_queries, positives, DEFAULT_BI_ENCODER, num, device)
         for q, docs in dense.items():
             negatives[q] += [d for d in docs if d not in negatives[q]]
     # 4. --general: each source's questions (ids prefixed "<source>:"), --general-queries of each (seeded), with a
@@ -301,7 +295,7 @@ def build_scifact(args, device: str) -> TaskData:
         general[source] = {"queries": len(data.queries), "passages": len(data.corpus)}
     n_pos, n_neg = len(pairs), sum(len(v) for v in negatives.values())
     check_not_empty(n_neg, "no hard negatives were found", "check --negatives and --num-negatives")
-    # 5. the rows the loss reads: listwise, one (query, [positives, negatives], labels) group; else labelled pairs
+    # 5. the rows the loss reads
     windows = WindowPicker(corpus, Passages()) if args.train_passages == "best" else None
 
     def text(q: str, d: str) -> str:
@@ -311,7 +305,7 @@ def build_scifact(args, device: str) -> TaskData:
             return windows.best(train_queries[q], "" if title_query else doc["title"], doc["text"])
         return doc["text"] if title_query else doc_text(doc)
 
-    if args.loss not in LISTWISE:
+    if args.loss != "listnet":  # labelled pairs; listwise: (query, [positives, negatives], labels)
         rows = [(train_queries[q], text(q, d), 1.0) for q, d in pairs]
         rows += [(train_queries[q], text(q, d), 0.0) for q in sorted(negatives) for d in negatives[q]]
         dataset = columns(rows, ["query", "document", "label"])
@@ -357,9 +351,10 @@ def build_scifact(args, device: str) -> TaskData:
         "negative_stages": stages,
         "heldout_query_ids": dev_ids,
         "train_query_ids": claim_ids,
+        "pos_weight": n_neg / max(n_pos, 1),
     }
     test = {"rerank": (corpus, test_queries, test_qrels, bm25)}
-    return TaskData(dataset, datasets, dev, test, extra, loss_options={"pos_weight": n_neg / max(n_pos, 1)})
+    return TaskData(dataset, datasets, dev, test, extra)
 
 
 def reranking_evaluator(rows: list[tuple], name: str, batch_size: int) -> CrossEncoderRerankingEvaluator:

@@ -149,8 +149,7 @@ def run(args: EvaluateRerankerArgs) -> dict:
 def evaluate_collection(
     reranker, fusion, name: str, depths: list[int], args: EvaluateRerankerArgs, stamp
 ) -> dict:
-    """{"<first stage>@<depth>": figures} of one collection's test queries; on SciFact BM25 at each of ``depths``
-    and each figure split by whether a claim cites an abstract a training claim cites."""
+    """{"<first stage>@<depth>": figures} of one collection's test queries (SciFact's split seen/unseen)."""
     from ctxir.data import load_beir, load_qrels, load_queries
     from ctxir.data.demo import ASSETS, demo_corpus
 
@@ -236,8 +235,7 @@ def figures(result: dict):
 
 
 def evaluation_rows(result: dict) -> list[dict]:
-    """metrics.json rows (before = the first stage alone) of every figure of an evaluation.json; SciFact test's fused
-    BM25 top 20 is the card's ``headline``."""
+    """metrics.json rows (before = the first stage alone) of every figure of an evaluation.json."""
     from ctxir.rerank.stage_fusion import TIE_BREAK_WEIGHT
 
     fusion, rows = result.get("fusion") or {}, []

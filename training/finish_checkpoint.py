@@ -135,8 +135,7 @@ def metric_key(dev: dict[str, float], metric: str, recorded: str = "") -> str:
 
 
 def copy_model_files(checkpoint: Path, out: Path, run_dir: Path) -> dict[Path, Path]:
-    """The checkpoint's JSON, safetensors and vocab files that the run's own saved model has too, under ``out``;
-    a file already there must be the same bytes (a folder holding other weights is refused)."""
+    """The checkpoint's model files the run's own saved model has, under ``out`` (never over others)."""
     # what ctxir's loaders read, never a pickle, of the files the run's own saved model has
     files = {
         p.relative_to(checkpoint): p

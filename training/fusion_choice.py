@@ -54,9 +54,7 @@ def heldout_claims(source: Path, data_dir: str) -> tuple[dict, dict, dict, dict]
 
 
 def load_reranker(model: str, device: str, batch_size: int, backend: str = "torch"):
-    """The re-ranker in ``model``: a CLS-LR ranker where the folder holds cls_lr_config.json, else a cross-encoder
-    (uncached: a folder trained again in this process must not come back stale) reading long documents as its
-    passages.json says."""
+    """The CLS-LR ranker or cross-encoder (uncached, reading long documents as passages.json says) in ``model``."""
     from ctxir.encoders.models import load_cross_encoder
     from ctxir.names import CLS_LR_CONFIG
     from ctxir.rerank import CrossEncoderReranker
@@ -73,8 +71,7 @@ def load_reranker(model: str, device: str, batch_size: int, backend: str = "torc
 
 
 def stage_runs(first: dict[str, list[Hit]], scored: dict, depth: int, fusion) -> dict[str, dict]:
-    """{"first_stage", "alone", "fused": run} over each query's top ``depth`` of ``first``, each scored in its own
-    order (``evaluate_run``'s listed ties): the first stage's tied hits as the app shows them."""
+    """{"first_stage", "alone", "fused": run} over each query's top ``depth`` of ``first``."""
     from ctxir.types import run_from_hits
 
     runs = {"first_stage": {}, "alone": {}, "fused": {}}
@@ -114,9 +111,7 @@ def fusion_grid(
     rule: str = "mean",
     max_loss: float = -1.0,
 ) -> dict:
-    """{"method", "weights", "dev": the chosen row, "grid": every row} over RRF at FIRST_STAGE_WEIGHTS and
-    ``TIE_BREAK_WEIGHT``, picked by ``rule`` (mean or worst-part), then
-    ``min_gain`` (else RRF's largest weight) and ``max_loss`` (else the next larger weight that holds)."""
+    """The RRF weight chosen by ``rule``, ``min_gain`` and ``max_loss``, with every weight's dev row."""
     from ctxir.rerank.pipeline import StageFusion
     from ctxir.rerank.stage_fusion import TIE_BREAK_WEIGHT
 
@@ -169,8 +164,7 @@ def fusion_grid(
 
 
 def squad_dev(config: dict, data_dir: str, n: int) -> tuple[dict, dict, dict]:
-    """(corpus, queries, qrels), ids prefixed ``squad:``: ``n`` SQuAD questions drawn (seeded) from those the run
-    (``config``: its metrics.json's) did not train on, over every paragraph."""
+    """(corpus, queries, qrels) of ``n`` SQuAD questions the run did not train on, ids ``squad:``."""
     from ctxir.data.general import load_squad
 
     squad = load_squad(Path(data_dir) / "general" / "squad-v1.1" / "dev-v1.1.json")
@@ -183,9 +177,7 @@ def squad_dev(config: dict, data_dir: str, n: int) -> tuple[dict, dict, dict]:
 
 
 def squad_topics(config: dict, data_dir: str, per_article: int, topic_words: int) -> tuple[dict, dict, dict]:
-    """(corpus, queries, qrels), ids prefixed ``topic:``: ``per_article`` paragraphs drawn (seeded) from each SQuAD
-    article, each one's first ``topic_words`` words a query for the article's other paragraphs (the drawn ones leave
-    the corpus): a task none of the re-rankers trains on, where a first stage can be the stronger."""
+    """(corpus, queries, qrels) of SQuAD paragraphs' first words asking for their article's others."""
     from ctxir.data.general import load_squad
 
     squad = load_squad(Path(data_dir) / "general" / "squad-v1.1" / "dev-v1.1.json")
@@ -209,8 +201,7 @@ def squad_topics(config: dict, data_dir: str, per_article: int, topic_words: int
 
 
 def dev_claims(folder: Path, args) -> DevClaims:
-    """The held-out SciFact training claims --dev-from's (else --model's) metrics.json names, and --fusion-dev's
-    SQuAD parts."""
+    """The held-out SciFact claims --dev-from's (else --model's) metrics.json names, + --fusion-dev's."""
     corpus, queries, qrels, metrics = heldout_claims(Path(args.dev_from or folder), args.data_dir)
     config = metrics.get("config") or {}
     parts = {"scifact": (corpus, queries, qrels)}
@@ -233,8 +224,7 @@ def dev_claims(folder: Path, args) -> DevClaims:
 
 
 def first_stage_hits(parts, names: list[str], depth: int) -> dict[str, dict]:
-    """{name: {qid: top ``depth`` hits}} of the app's first stages, built as the app builds them, each of ``parts``
-    ((corpus, queries, …)) over its own corpus."""
+    """{name: {qid: top ``depth`` hits}} of the app's first stages over each part's own corpus."""
     from ctxir.encoders import BiEncoder
     from ctxir.rerank.pipeline import build_first_stages
     from ctxir.retrieval.registry import get_first_stage
@@ -249,8 +239,7 @@ def first_stage_hits(parts, names: list[str], depth: int) -> dict[str, dict]:
 
 
 def choose_passages(reranker, args, dev: DevClaims) -> dict:
-    """passages.json: first tokens or the best window (MaxP), whichever re-ranks the dev queries better alone; →
-    the chosen way's dev scores."""
+    """passages.json: first tokens or MaxP, whichever re-ranks the dev queries better; → its scores."""
     from ctxir.rerank import Passages
 
     if not hasattr(reranker, "passages"):
@@ -275,7 +264,7 @@ def choose_passages(reranker, args, dev: DevClaims) -> dict:
         "chosen_on": dev.chosen_on,
         "measured_with": str(
             Path(args.model)
-        ),  # a later stage copying the file must not pass it off as its own
+        ),  # a later stage copying the file does not pass it off as its own
     }
     write_json(Path(args.model) / PASSAGES_FILE, record)
     print(f"passages: {method} (dev nDCG@10 alone: {ndcg}) -> {Path(args.model) / PASSAGES_FILE}", flush=True)
@@ -283,8 +272,7 @@ def choose_passages(reranker, args, dev: DevClaims) -> dict:
 
 
 def choose_fusion(reranker, args, dev: DevClaims, scored: dict | None, stamp) -> None:
-    """fusion.json: the fusion weight that does best on the dev queries over BM25's candidates, and under
-    "first_stages" over dense's and hybrid's."""
+    """fusion.json: the fusion weight doing best on the dev queries over each first stage's candidates."""
     rules = (args.fusion_min_gain, dev.parts, args.fusion_rule, args.fusion_max_loss)
     store = (args.scores_dir, stamp)  # score_candidates' store_root, stamp
     chosen = {}

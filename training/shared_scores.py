@@ -14,8 +14,7 @@ from ctxir.types import CtxirError, Hit
 
 
 class ScoreStore:
-    """One model's per-query scores on disk, one JSON file per query; a query is claimed (``<qid>.claim``, created
-    exclusively) before it is scored, and another model's scores are refused."""
+    """One model's per-query scores, a JSON file per query, each claimed (``<qid>.claim``) before scoring."""
 
     def __init__(self, root: str | Path, stamp: dict, label: str):
         self.root, self.dir = Path(root), Path(root) / re.sub(r"[^A-Za-z0-9]+", "-", label).strip("-")
@@ -89,8 +88,7 @@ def score_candidates(
     stamp: dict | None = None,
     scored: dict | None = None,
 ) -> dict[str, dict[str, float]]:
-    """{qid: {doc_id: score}}: ``scored`` with each of ``first``'s candidates it lacks scored by ``reranker``; with
-    ``store_root``, kept in a ``ScoreStore`` there, so a run started again (or a second process) scores only the rest."""
+    """{qid: {doc_id: score}}: ``scored`` plus ``first``'s candidates it lacks (kept in ``store_root``)."""
     from tqdm.auto import tqdm
 
     scored = {q: dict((scored or {}).get(q, {})) for q in queries}

@@ -52,7 +52,7 @@ MODEL_CONFIGS = (
 )
 ADAPTER_FILES = (ADAPTER_CONFIG, "adapter_model.safetensors")
 CROSS_ENCODER_FILES = (
-    *(*ADAPTER_FILES, TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS, *MODEL_CONFIGS),
+    *(TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS, *MODEL_CONFIGS),
     *("fusion.json", "evaluation.json", "passages.json", "calibration.json"),
 )
 # the first 3 required
@@ -71,9 +71,7 @@ CARD = "README.md"  # the model card, rendered from metrics.json (ctxir.publish.
 
 @dataclass
 class ShipArgs:
-    cross_encoder: str = flag(
-        "", "train_cross_encoder.py --train-layers output (or a LoRA adapter); with --cls-lr"
-    )
+    cross_encoder: str = flag("", "train_cross_encoder.py --train-layers output; with --cls-lr")
     cls_lr: str = flag("", "train_cls_lr.py output whose --base-model is that cross-encoder")
     pair_scorer: str = flag("", f"train_pair_scorer.py output: ships as {SHIPPED_STS_CROSS_ENCODER}")
     dest: str = flag(str(ASSETS_MODELS), "package folder (ctxir/assets/models)")
@@ -97,8 +95,7 @@ def _copy(src: Path, dest: Path, names: tuple[str, ...], required: tuple[str, ..
 
 
 def check_shippable(folder: Path, max_mb: float, kept: tuple[Path, ...] = ()) -> float:
-    """Size in MB of ``folder`` plus the ``kept`` files (what the package folder keeps beside it); refuses anything
-    but JSON/safetensors/vocab text, and more than ``max_mb`` in all."""
+    """Size in MB of ``folder`` + ``kept``; refuses other than JSON/safetensors/vocab, over ``max_mb``."""
     files = [p for p in folder.rglob("*") if p.is_file()] + list(kept)
     odd = [p.name for p in files if p.suffix not in ALLOWED_SUFFIXES and p.name not in (CARD, LICENSE_FILE)]
     if odd:
@@ -166,14 +163,13 @@ def _stage_rerankers(args: ShipArgs, work: Path) -> dict:
     # 1. check what was trained
     ce_src, cls_src = Path(args.cross_encoder), Path(args.cls_lr)
     top_layers = top_layers_config(ce_src)
-    if not is_adapter(ce_src) and not top_layers:
+    if not top_layers:
         raise CtxirError(
-            f"--cross-encoder {args.cross_encoder!r} is neither trained top layers ({TOP_LAYERS_CONFIG}) "
-            f"nor an adapter ({ADAPTER_CONFIG} without model.safetensors): train it with "
-            "`train_cross_encoder.py --head segment-cosine --train-layers 2`; full "
-            "models are too large to ship and go to the Hub"
+            f"--cross-encoder {args.cross_encoder!r} holds no trained top layers ({TOP_LAYERS_CONFIG}): train it "
+            "with `train_cross_encoder.py --head segment-cosine --train-layers 2`; full models are too large to "
+            "ship and go to the Hub"
         )
-    base = top_layers["base_model"] if top_layers else adapter_base(ce_src)
+    base = top_layers["base_model"]
     _check_base(base)
     cls_config = read_json(cls_src / CLS_LR_CONFIG)
     cls_base = cls_config.get("base_model", "")
@@ -185,8 +181,7 @@ def _stage_rerankers(args: ShipArgs, work: Path) -> dict:
         )
     # 2. assemble both
     ce_dest, cls_dest = (work / SHIPPED_MODELS[name].name for name in (SHIPPED_CROSS_ENCODER, SHIPPED_CLS_LR))
-    weights = (TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS) if top_layers else ADAPTER_FILES
-    _copy(ce_src, ce_dest, CROSS_ENCODER_FILES, (*weights, "metrics.json"))
+    _copy(ce_src, ce_dest, CROSS_ENCODER_FILES, (TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS, "metrics.json"))
     _copy(cls_src, cls_dest, CLS_LR_FILES, CLS_LR_FILES[:3])
     cls_config["base_model"] = SHIPPED_CROSS_ENCODER  # by name: resolves to the packaged adapter
     write_json(cls_dest / CLS_LR_CONFIG, cls_config)

@@ -17,7 +17,6 @@ from ctxir.files import machine_info
 from ctxir.publish.metrics_file import write_metrics
 from ctxir.types import CtxirError
 from training.common import (
-    data_folder,
     evaluation_row,
     jsonl_log_callback,
     resolve_resume,
@@ -38,13 +37,6 @@ class TaskData:
     dev_evaluator: Any | None = None  # in-training evaluator (held-out data, never test)
     test: dict = field(default_factory=dict)  # what the script's test step reads
     extra: dict = field(default_factory=dict)  # recorded under metrics.json "extra"
-    loss_options: dict = field(default_factory=dict)  # e.g. the BCE pos_weight the data implies
-
-
-def check_data(data_dir: str, names: list[str]) -> None:
-    """Each dataset folder of ``names`` under --data-dir, or the CtxirError saying what is missing."""
-    for name in names:
-        data_folder(data_dir, name)
 
 
 def trainer_arguments(training_args_class: type, args, out: Path, device: str, evaluator, **options) -> Any:
@@ -79,8 +71,7 @@ def dev_metric_key(evaluator) -> str:
 
 
 class Run:
-    """One run's folder and clock, entered as a context: what is printed copied to ``out``/train.log, --resume
-    resolved against ``out``/checkpoints; the Trainer run and metrics.json's "training" block."""
+    """One run's folder and clock: train.log, --resume, the Trainer run and metrics.json's "training"."""
 
     def __init__(self, out: Path, script: str, config: dict, resume: str, run_device: str, threads: int):
         self.out, self.script, self.config = Path(out), script, config

@@ -48,7 +48,6 @@ from training.common import (
 from training.steps import (
     Run,
     TaskData,
-    check_data,
     dev_record,
     evaluation_rows,
     trainer_arguments,
@@ -190,8 +189,7 @@ def build_scifact_task(args: BiEncoderArgs, model) -> TaskData:
 
 
 def evaluate(model, test: dict, batch_size: int, model_id: str) -> dict:
-    """{(dataset, split, metric): value} on the test splits; ``model_id`` names ``model``'s weights on disk
-    (its Hub id or folder), so ctxir's embedding cache is shared with ``ctxir evaluate --model ID``."""
+    """{(dataset, split, metric): value} on the test splits; ``model_id`` keys the embedding cache."""
     if "sts" in test:
         result = similarity_evaluator(test["sts"], "stsb-test", batch_size)(model)
         return {("stsb", "test", m): float(result[f"stsb-test_{m}_cosine"]) for m in ("spearman", "pearson")}
@@ -221,13 +219,6 @@ def describe_tests(test: dict, eval_max_queries: int) -> tuple[dict, dict]:  # t
     return {"scifact": task}, {"scifact": coverage}
 
 
-def load(args: BiEncoderArgs, device: str):
-    """The starting SentenceTransformer, --max-length applied (0 = the model's own, capped at its positions)."""
-    model = SentenceTransformer(resolve_model(args.model), device=device)
-    set_max_length(model, args.max_length, name="--max-length")
-    return model
-
-
 def run(args: BiEncoderArgs) -> dict:
     """Train one bi-encoder; returns the metrics.json record (empty on non-main processes)."""
     # 0. check the arguments and the data before anything heavy is loaded; the run's folder and log
@@ -239,12 +230,13 @@ def run(args: BiEncoderArgs) -> dict:
             f"{', '.join(objectives)} (or auto)"
         )
     check_common_args(args)
-    check_data(args.data_dir, [args.task])
+    data_folder(args.data_dir, args.task)  # the data is there before anything loads
     out = Path(args.output_dir or f"outputs/bi-encoder-{args.task}-{args.objective}")
     config, resume = run_config(args), args.resume_from_checkpoint
     with Run(out, "train_bi_encoder", config, resume, args.run_device, args.torch_threads) as run:
-        # 1. load the model
-        model = load(args, run.device)
+        # 1. load the model, --max-length applied (0 = the model's own, capped at its positions)
+        model = SentenceTransformer(resolve_model(args.model), device=run.device)
+        set_max_length(model, args.max_length, name="--max-length")
         # 2. load the data
         data = (build_scifact_task if args.task == "scifact" else build_sts_task)(args, model)
         print(f"training rows: {len(data.train)}, columns {data.train.column_names}")

@@ -198,10 +198,9 @@ def run(args: ClsLrArgs) -> dict:
             cross_encoder, test_pairs, "test candidates", args.batch_size, args.score_feature
         )
         scores = {kinds.CROSS_ENCODER: ce_test, kinds.CLS_LR: ranker.score_features(x_test)}
-        one_pass = {n: cls_lr.PrecomputedReranker(n, test_pairs, s) for n, s in scores.items()}
-        retrieval = cls_lr.rerank_test(bm25, queries, test_qrels, list(one_pass.values()), args.rerank_depth)
+        retrieval = cls_lr.rerank_test(candidates, scores, test_qrels, args.rerank_depth)
         check = cls_lr.verify_ranker(
-            output, cross_encoder, one_pass, args.verify_queries, args.batch_size, device
+            output, cross_encoder, test_pairs, scores, args.verify_queries, args.batch_size, device
         )
 
         # 8. metrics.json

@@ -18,19 +18,14 @@ from sentence_transformers.cross_encoder import CrossEncoderTrainingArguments
 
 from ctxir import kinds
 from ctxir.encoders.lengths import set_max_length
-from ctxir.encoders.models import ADAPTER_CONFIG, load_cross_encoder, resolve_model
-from ctxir.files import read_json, write_json
+from ctxir.encoders.models import load_cross_encoder, resolve_model
 from ctxir.rerank.passages import Passages
 from ctxir.types import CtxirError
-from training.common import check_common_args, cli_main, run_config
+from training.common import check_common_args, cli_main, data_folder, run_config
 from training.cross_encoder_args import CrossEncoderArgs, check, head_learning_rates
 from training.cross_encoder_data import build_scifact
-from training.steps import Run, check_data, dev_record, evaluation_rows, trainer_arguments, write_run_metrics
+from training.steps import Run, dev_record, evaluation_rows, trainer_arguments, write_run_metrics
 
-# the pair scorer's LoRA: every linear layer of each BERT block; a LoRA [CLS] cross-encoder (which ship.py still
-# packages) trains its pooler and classifier in full
-LORA_TARGETS = ["query", "key", "value", "dense"]
-LORA_FULL_MODULES = ["classifier", "pooler"]
 # published figures and what they cover: an anchor stands beside a row only on the same queries and depth
 ANCHORS = {
     ("scifact", "nDCG@10"): {
@@ -63,15 +58,8 @@ def evaluate(model, test: dict, batch_size: int, depth: int, passages: str) -> t
     return scores, {"retriever": kinds.BM25, "depth": depth, "test": bm25_alone}
 
 
-def load_segment_cosine(
-    path: str,
-    device: str,
-    name: str,
-    train_layers: int,
-    term_match: bool = False,
-):
-    """A fresh segment-cosine cross-encoder over the body at ``path`` (``name``: its Hub id), or the ctxir
-    cross-encoder folder at ``path`` itself: each stage resumes from the last shipped weights."""
+def load_segment_cosine(path: str, device: str, name: str, train_layers: int, term_match: bool):
+    """A fresh segment-cosine cross-encoder over ``path``'s body, or ``path``'s own ctxir cross-encoder."""
     import torch
     from sentence_transformers import CrossEncoder
 
@@ -105,17 +93,11 @@ def trained_parameters(model) -> int:
     """Parameters the run trained: a top-layers body's trained layers + its head, else every parameter."""
     from ctxir.encoders.heads import TopLayersTransformer
 
-    body = model[0] if hasattr(model, "__getitem__") else None
+    body = model[0]
     if not isinstance(body, TopLayersTransformer):
         return sum(p.numel() for p in model.parameters())
     trained = [p for n, p in body.model.named_parameters() if body._trained(n)]  # the layers it saves
     return sum(p.numel() for p in trained) + sum(p.numel() for m in list(model)[1:] for p in m.parameters())
-
-
-def name_adapter_base(folder: Path, base: str) -> None:
-    """Name the adapter's base by the name it was given (a Hub id), not the local folder: it loads anywhere."""
-    path = folder / ADAPTER_CONFIG
-    write_json(path, {**read_json(path), "base_model_name_or_path": base})
 
 
 def run(args: CrossEncoderArgs) -> dict:
@@ -130,7 +112,7 @@ def run(args: CrossEncoderArgs) -> dict:
     # 0. check the arguments and the data before anything heavy is loaded; the run's folder and log
     check_common_args(args)
     check(args)
-    check_data(args.data_dir, ["scifact"])
+    data_folder(args.data_dir, "scifact")
     out = Path(args.output_dir or "outputs/cross-encoder-scifact")
     config, resume = run_config(args), args.resume_from_checkpoint
     with Run(out, "train_cross_encoder", config, resume, args.run_device, args.torch_threads) as run:
@@ -146,9 +128,8 @@ def run(args: CrossEncoderArgs) -> dict:
         data = build_scifact(args, device)
         print(f"training rows: {len(data.train)}, columns {data.train.column_names}")
         # 3. the loss; BCE's pos_weight balances the few positives against the many negatives (SBERT's setting)
-        pos_weight = data.loss_options.get("pos_weight")
         if args.loss == "bce":
-            loss = losses.BinaryCrossEntropyLoss(model, pos_weight=torch.tensor(pos_weight))
+            loss = losses.BinaryCrossEntropyLoss(model, pos_weight=torch.tensor(data.extra["pos_weight"]))
         else:
             loss = losses.ListNetLoss(model)
         # 4. the evaluators: the dev one during training, and the starting model's scores
@@ -193,7 +174,6 @@ def run(args: CrossEncoderArgs) -> dict:
                 "first_stage": first_stage,
                 **dev_record(trainer, dev_before, dev_after),
                 "max_length": getattr(trained, "max_seq_length", None) or args.max_length,
-                "pos_weight": pos_weight,
                 "trained_parameters": trained_parameters(trained),
             },
         )

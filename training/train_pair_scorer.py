@@ -21,16 +21,24 @@ if __package__ in (None, ""):  # `python training/train_pair_scorer.py` from the
 from ctxir import kinds
 from ctxir.cli import flag
 from ctxir.encoders.lengths import set_max_length
-from ctxir.encoders.models import DEFAULT_BI_ENCODER, load_cross_encoder, resolve_model
+from ctxir.encoders.models import ADAPTER_CONFIG, DEFAULT_BI_ENCODER, load_cross_encoder, resolve_model
+from ctxir.files import read_json, write_json
 from ctxir.names import PAIR_ORDERS_FILE
 from ctxir.types import CtxirError
-from training.common import TrainerRunArgs, check_common_args, cli_main, run_config, trainer_setting
+from training.common import (
+    TrainerRunArgs,
+    check_common_args,
+    cli_main,
+    data_folder,
+    run_config,
+    trainer_setting,
+)
 from training.cross_encoder_args import HEAD_PARAMETERS
 from training.cross_encoder_data import build_pair_scorer_data, dev_orders, sts_test
-from training.steps import Run, check_data, dev_record, evaluation_rows, trainer_arguments, write_run_metrics
-from training.train_cross_encoder import LORA_TARGETS, name_adapter_base
+from training.steps import Run, dev_record, evaluation_rows, trainer_arguments, write_run_metrics
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
+LORA_TARGETS = ["query", "key", "value", "dense"]  # every linear layer of each BERT block
 HEAD_FOLDER = "1_SegmentCosineHead"
 ANCHORS = {
     ("stsb", "spearman"): {
@@ -103,7 +111,6 @@ def load(args: PairScorerArgs, device: str):
     from sentence_transformers.base.modules import Transformer
 
     from ctxir.encoders.heads import SegmentCosineHead
-    from ctxir.files import read_json
 
     body = Transformer(resolve_model(args.model), transformer_task="feature-extraction")
     body.model.config.num_labels = 1  # CrossEncoder.num_labels reads the body's config: one score per pair
@@ -131,17 +138,21 @@ def load(args: PairScorerArgs, device: str):
     return model
 
 
+def name_adapter_base(folder: Path, base: str) -> None:
+    """Name the adapter's base by the name it was given (a Hub id), not the local folder: it loads anywhere."""
+    path = folder / ADAPTER_CONFIG
+    write_json(path, {**read_json(path), "base_model_name_or_path": base})
+
+
 def run(args: PairScorerArgs) -> dict:
     """Train one pair scorer; returns the metrics.json record (empty on non-main processes)."""
     from safetensors.torch import load_file, save_file
     from sentence_transformers.cross_encoder.trainer import CrossEncoderTrainer
 
-    from ctxir.files import write_json
-
     # 0. check the arguments and the data before anything heavy is loaded; the run's folder and log
     check_common_args(args)
     check(args)
-    check_data(args.data_dir, ["stsb"])
+    data_folder(args.data_dir, "stsb")
     out = Path(args.output_dir or "outputs/pair-scorer-stsb")
     config, resume = run_config(args), args.resume_from_checkpoint
     with Run(out, "train_pair_scorer", config, resume, args.run_device, args.torch_threads) as run:
