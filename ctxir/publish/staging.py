@@ -32,7 +32,6 @@ from ctxir.publish.metrics_file import (
     license_text,
     load_metrics,
     training_license,
-    validate_metrics,
 )
 from ctxir.publish.model_types import MODEL_TYPES
 from ctxir.types import CtxirError
@@ -138,8 +137,7 @@ def stage(
     repo_id = check_repo_id(repo_id)
     adapted = is_adapt_output(src)
     if adapted:
-        metrics = adapt_metrics(src, repo_id, corpus_license, evaluation)
-        validate_metrics(metrics, source=f"the metrics derived from {str(src / 'adapt.json')!r}")
+        metrics = adapt_metrics(src, repo_id, corpus_license, evaluation)  # render_card validates it
     else:
         for flag, value in (("--corpus-license", corpus_license), ("--evaluation", evaluation)):
             if value:
@@ -201,7 +199,6 @@ def stage(
     dest.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
     try:
-        (work / STAGING_MARKER).parent.mkdir(parents=True, exist_ok=True)
         write_json(work / STAGING_MARKER, {"source": str(src), "repo_id": repo_id}, indent=None)
 
         # 4. copy the model; an adapter, or ctxir's heads, over a base only ctxir resolves: merged, the full body
