@@ -76,7 +76,7 @@ def parse_license(text: str | None) -> License | None:
     return License(slug, _PERMISSIVE[slug]) if slug in _PERMISSIVE else None
 
 
-# `license_link` of a model whose sources' terms differ: the file in its repo that lists them (``license_file``).
+# `license_link` of a model whose sources' terms differ: the file in its repo that lists them (``license_text``).
 LICENSE_FILE = "LICENSE.md"
 SOURCES_TERMS = License(
     "other", "the terms of each training source (LICENSE.md)", link=LICENSE_FILE, slug="training-data-terms"
