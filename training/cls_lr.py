@@ -165,14 +165,7 @@ def base_unseen_queries(base_path: str, all_qids: Sequence[str]) -> set[str]:
 
 
 def general_pairs(
-    data_dir: str,
-    sources: list[str],
-    per_source: int,
-    base_config: dict,
-    seed: int,
-    negatives_per_positive: int,
-    depth: int,
-    base_model: str,
+    data_dir, sources, per_source, base_config: dict, seed, negatives_per_positive, depth, base_model: str
 ) -> tuple[PairSet, dict]:
     """--general's pairs (ids ``<source>:``) of questions the cross-encoder never saw, and their record."""
     from ctxir.data.general import load_general
@@ -302,15 +295,7 @@ def setting_name(c: float, emphasis: float) -> str:
 
 
 def choose_c(
-    x: np.ndarray,
-    y: np.ndarray,
-    groups: np.ndarray,
-    c_grid: Sequence[float],
-    emphases: Sequence[float],
-    class_weight: str | None,
-    folds: int,
-    seed: int,
-    metric: str,
+    x, y, groups, c_grid, emphases, class_weight: str | None, folds: int, seed: int, metric: str
 ) -> tuple[tuple[float, float], dict]:
     """The (C, emphasis) whose query-grouped out-of-fold scores have the best ``metric``, and every one's."""
     from sklearn.metrics import average_precision_score

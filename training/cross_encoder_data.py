@@ -24,18 +24,7 @@ from ctxir.files import read_json
 from ctxir.rerank.passages import Passages
 from ctxir.rerank.rankers import pair_scores
 from ctxir.types import doc_text
-from training.common import (
-    check_not_empty,
-    columns,
-    data_folder,
-    dataset_entry,
-    first_test_queries,
-    general_entries,
-    heldout_queries,
-    take,
-    take_train,
-    unseen_heldout_queries,
-)
+from training import common
 from training.cross_encoder_args import negative_stages
 from training.steps import TaskData, dev_metric_key
 
@@ -48,10 +37,10 @@ def build_pair_scorer_data(args) -> TaskData:
 
     from ctxir.data import load_sts
 
-    folder = data_folder(args.data_dir, "stsb")
-    train = take_train(load_sts(folder, "train"), args.max_samples, args.seed, "STS-B train pairs")
+    folder = common.data_folder(args.data_dir, "stsb")
+    train = common.take_train(load_sts(folder, "train"), args.max_samples, args.seed, "STS-B train pairs")
     dev, test = load_sts(folder, "dev"), load_sts(folder, "test")
-    dataset = columns([(a, b, s / 5.0) for a, b, s in train], ["sentence1", "sentence2", "score"])
+    dataset = common.columns([(a, b, s / 5.0) for a, b, s in train], ["sentence1", "sentence2", "score"])
     dev_evaluator = PairCorrelationEvaluator(
         [[a, b] for a, b, _ in dev],
         [s / 5.0 for _, _, s in dev],
@@ -59,19 +48,19 @@ def build_pair_scorer_data(args) -> TaskData:
         batch_size=args.per_device_train_batch_size,
         both_orders=args.pair_orders == "both",
     )
-    rows = [dataset_entry("stsb", "train", "train", folder, len(train))]
+    rows = [common.dataset_entry("stsb", "train", "train", folder, len(train))]
     if args.extra_train == "silver":  # STS-B train's own sentences re-paired: STS-B's licence
         silver = Dataset.from_csv(args.silver_pairs).cast(dataset.features)
         dataset = concatenate_datasets([dataset, silver])
-        rows.append(dataset_entry("stsb", "train-silver", "train", args.silver_pairs, len(silver)))
+        rows.append(common.dataset_entry("stsb", "train-silver", "train", args.silver_pairs, len(silver)))
     if args.init_from:
         rows[1:1] = earlier_training_data(Path(args.init_from), rows)
     if args.both_orders:
         swapped = dataset.rename_columns({"sentence1": "sentence2", "sentence2": "sentence1"})
         dataset = concatenate_datasets([dataset, swapped.select_columns(dataset.column_names)])
     rows += [
-        dataset_entry("stsb", "dev", "eval", folder, len(dev)),
-        dataset_entry("stsb", "test", "eval", folder, len(test)),
+        common.dataset_entry("stsb", "dev", "eval", folder, len(dev)),
+        common.dataset_entry("stsb", "test", "eval", folder, len(test)),
     ]
     return TaskData(dataset, rows, dev_evaluator, {"sts": test})
 
@@ -171,7 +160,7 @@ def dense_negatives(corpus, queries, positives, model_name: str, num: int, devic
     text_to_id = {doc_text(doc): d for d, doc in corpus.items()}
     pairs = [(queries[q], doc_text(corpus[d])) for q in queries for d in sorted(positives[q])]
     mined = mine_hard_negatives(
-        columns(pairs, ["query", "positive"]),
+        common.columns(pairs, ["query", "positive"]),
         SentenceTransformer(resolve_model(model_name), device=device),
         corpus=list(text_to_id),
         num_negatives=num,
@@ -238,21 +227,21 @@ def build_scifact(args, device: str) -> TaskData:
     from ctxir.retrieval import BM25Retriever
 
     # 1. the claims: SciFact has no dev split, so some training claims are held out for the dev evaluator
-    folder = data_folder(args.data_dir, "scifact")
+    folder = common.data_folder(args.data_dir, "scifact")
     corpus, queries, qrels = load_beir(folder, "train")
     positives = {q: {d for d, s in rel.items() if s > 0 and d in corpus} for q, rel in qrels.items()}
     qids = sorted(q for q in queries if positives.get(q))
     if args.dev_split == "unseen":
-        dev_ids = unseen_heldout_queries({q: positives[q] for q in qids}, args.dev_queries, args.seed)
+        dev_ids = common.unseen_heldout_queries({q: positives[q] for q in qids}, args.dev_queries, args.seed)
     else:
-        dev_ids = heldout_queries(qids, args.dev_queries, args.seed)
+        dev_ids = common.heldout_queries(qids, args.dev_queries, args.seed)
     judged = [(q, d) for q in qids if q not in set(dev_ids) for d in sorted(positives[q])]
-    pairs = take_train(judged, args.max_samples, args.seed, "(claim, abstract) pairs")
+    pairs = common.take_train(judged, args.max_samples, args.seed, "(claim, abstract) pairs")
     train_queries = {q: queries[q] for q, _ in pairs}
     # 2. pseudo-queries: a document's title asks for its own abstract (corpus text only, no judgments)
     if args.pseudo_queries:
         titled = [d for d in sorted(corpus) if corpus[d]["title"].strip() and corpus[d]["text"].strip()]
-        for d in take(titled, args.pseudo_queries, args.seed):
+        for d in common.take(titled, args.pseudo_queries, args.seed):
             train_queries[f"title:{d}"], positives[f"title:{d}"] = corpus[d]["title"].strip(), {d}
             pairs.append((f"title:{d}", d))
     # 3. hard negatives: BM25's best wrong answers are exactly what the re-ranker must push down
@@ -274,7 +263,9 @@ def build_scifact(args, device: str) -> TaskData:
     train_corpus, general, rng = dict(corpus), {}, random.Random(args.seed)  # test and dev stay SciFact's
     sources = [s.strip() for s in args.general.split(",") if s.strip()]
     for source, data in (load_general(args.data_dir, sources) if args.general else {}).items():
-        chosen = take(sorted(q for q in data.queries if data.qrels[q]), args.general_queries, args.seed)
+        chosen = common.take(
+            sorted(q for q in data.queries if data.qrels[q]), args.general_queries, args.seed
+        )
         data = data.subset(chosen)
         own = {q: set(rel) for q, rel in data.qrels.items()}
         print(
@@ -294,7 +285,7 @@ def build_scifact(args, device: str) -> TaskData:
             negatives[qid] = pools[qid][: args.num_negatives] + drawn
         general[source] = {"queries": len(data.queries), "passages": len(data.corpus)}
     n_pos, n_neg = len(pairs), sum(len(v) for v in negatives.values())
-    check_not_empty(n_neg, "no hard negatives were found", "check --negatives and --num-negatives")
+    common.check_not_empty(n_neg, "no hard negatives were found", "check --negatives and --num-negatives")
     # 5. the rows the loss reads
     windows = WindowPicker(corpus, Passages()) if args.train_passages == "best" else None
 
@@ -308,7 +299,7 @@ def build_scifact(args, device: str) -> TaskData:
     if args.loss != "listnet":  # labelled pairs; listwise: (query, [positives, negatives], labels)
         rows = [(train_queries[q], text(q, d), 1.0) for q, d in pairs]
         rows += [(train_queries[q], text(q, d), 0.0) for q in sorted(negatives) for d in negatives[q]]
-        dataset = columns(rows, ["query", "document", "label"])
+        dataset = common.columns(rows, ["query", "document", "label"])
     else:
         groups = [(q, [d for q2, d in pairs if q2 == q], negatives[q]) for q in train_queries]
         if args.negative_rounds > 1 or args.negative_pool > args.num_negatives:
@@ -317,7 +308,7 @@ def build_scifact(args, device: str) -> TaskData:
         labels = [[1.0] * len(pos) + [0.0] * len(neg) for _, pos, neg in groups]
         texts = [[text(q, d) for d in pos + neg] for q, pos, neg in groups]
         rows = list(zip([train_queries[q] for q, _, _ in groups], texts, labels, strict=True))
-        dataset = columns(rows, ["query", "docs", "labels"])
+        dataset = common.columns(rows, ["query", "docs", "labels"])
     # 6. the dev evaluator: BM25's top --dev-depth of the held-out claims re-ranked (+ WikiQA dev with --general)
     dev, batch = None, args.per_device_train_batch_size
     if dev_ids:
@@ -333,11 +324,11 @@ def build_scifact(args, device: str) -> TaskData:
         if args.general:
             dev = mixed_dev_evaluator([dev, wikiqa_dev_evaluator(args.data_dir, batch)])
     # 7. the test claims the trained model re-ranks, and what metrics.json records
-    test_queries, test_qrels = first_test_queries(folder, args.eval_max_queries)
+    test_queries, test_qrels = common.first_test_queries(folder, args.eval_max_queries)
     datasets = [
-        dataset_entry("scifact", "train", "train", folder, n_pos + n_neg),
-        dataset_entry("scifact", "test", "eval", folder, len(test_queries)),
-        *general_entries(args.data_dir, general),
+        common.dataset_entry("scifact", "train", "train", folder, n_pos + n_neg),
+        common.dataset_entry("scifact", "test", "eval", folder, len(test_queries)),
+        *common.general_entries(args.data_dir, general),
     ]
     claim_ids = sorted({q for q, _ in pairs if ":" not in q})
     extra = {

@@ -20,19 +20,9 @@ from ctxir.evaluation.suite import STAGES as SUITE_STAGES
 from ctxir.files import machine_info, read_json, write_json
 from ctxir.publish.metrics_file import write_metrics
 from ctxir.types import CtxirError
+from training import fusion_choice
 from training.common import DEFAULT_DATA_DIR, SQUAD_DEV_QUERIES, cli_main, data_folder, evaluation_row
-from training.fusion_choice import (
-    FUSION_FILE,
-    FUSION_K,
-    FUSION_RULES,
-    choose_fusion,
-    choose_passages,
-    comma_list,
-    dev_claims,
-    first_stage_hits,
-    load_reranker,
-    stage_runs,
-)
+from training.fusion_choice import FUSION_FILE, FUSION_K, FUSION_RULES
 from training.shared_scores import model_stamp, score_candidates
 
 EVALUATION_FILE = "evaluation.json"
@@ -85,7 +75,7 @@ def check_args(args: EvaluateRerankerArgs) -> tuple[list[int], list[str]]:
     if args.suite:
         args.collections, args.depths = ",".join(COLLECTIONS), "20"
         args.other_first_stages = ",".join(SUITE_STAGES)
-    depths = sorted({int(d) for d in comma_list(args.depths)})
+    depths = sorted({int(d) for d in fusion_choice.comma_list(args.depths)})
     if any(d < 10 for d in depths):
         raise CtxirError(f"--depths {args.depths!r}: every depth must be ≥ 10 (nDCG@10 needs ten candidates)")
     for name, given, known in (
@@ -93,7 +83,7 @@ def check_args(args: EvaluateRerankerArgs) -> tuple[list[int], list[str]]:
         ("--fusion-dev", args.fusion_dev, FUSION_DEV_PARTS),
         ("--collections", args.collections, COLLECTIONS),
     ):
-        for value in comma_list(given):
+        for value in fusion_choice.comma_list(given):
             if value not in known:
                 raise CtxirError(f"{name} names {value!r}: use a comma list of {', '.join(known)}")
     if args.fusion_rule not in FUSION_RULES:
@@ -104,7 +94,7 @@ def check_args(args: EvaluateRerankerArgs) -> tuple[list[int], list[str]]:
             "--choose-passages or --choose-fusion): to evaluate other collections without SciFact's test figures, "
             f"leave scifact out of --collections (now {args.collections!r}) and --depths at its default"
         )
-    return depths, comma_list(args.collections)
+    return depths, fusion_choice.comma_list(args.collections)
 
 
 def run(args: EvaluateRerankerArgs) -> dict:
@@ -115,13 +105,13 @@ def run(args: EvaluateRerankerArgs) -> dict:
     folder = Path(args.model)
     depths, collections = check_args(args)
     # 1. load the model
-    reranker = load_reranker(args.model, args.device, args.batch_size, args.rerank_backend)
+    reranker = fusion_choice.load_reranker(args.model, args.device, args.batch_size, args.rerank_backend)
     # 2. how long documents are read, then the fused mode: chosen on held-out training claims, or read from the folder
-    dev = dev_claims(folder, args) if args.choose_passages or args.choose_fusion else None
-    scored = choose_passages(reranker, args, dev) if args.choose_passages else None
+    dev = fusion_choice.dev_claims(folder, args) if args.choose_passages or args.choose_fusion else None
+    scored = fusion_choice.choose_passages(reranker, args, dev) if args.choose_passages else None
     stamp = model_stamp(folder, reranker) if args.scores_dir else None  # the passages chosen
     if args.choose_fusion:
-        choose_fusion(reranker, args, dev, scored, stamp)
+        fusion_choice.choose_fusion(reranker, args, dev, scored, stamp)
     fusion_record = read_json(folder / FUSION_FILE) or {"method": "rrf", "k": FUSION_K, "weights": [1.0, 1.0]}
     if not depths:
         return {"fusion": fusion_record}
@@ -160,8 +150,8 @@ def evaluate_collection(
         corpus, queries, qrels = load_beir(data_folder(args.data_dir, name), "test")
     queries = {q: t for q, t in queries.items() if q in qrels}
     sci = name == "scifact"
-    others = [k for k in comma_list(args.other_first_stages) if not (sci and k == kinds.BM25)]
-    hits = first_stage_hits([(corpus, queries)], others, args.other_depth)
+    others = [k for k in fusion_choice.comma_list(args.other_first_stages) if not (sci and k == kinds.BM25)]
+    hits = fusion_choice.first_stage_hits([(corpus, queries)], others, args.other_depth)
     out, parts = {}, {"all": None}
     if sci:
         # seen: a claim citing an abstract that some training claim also cites
@@ -170,7 +160,7 @@ def evaluate_collection(
         seen = {q for q, rel in qrels.items() if any(s > 0 and d in cited for d, s in rel.items())}
         out = {"seen_queries": len(seen), "unseen_queries": len(qrels) - len(seen)}
         parts.update(seen=seen, unseen=set(qrels) - seen)
-        hits = {**first_stage_hits([(corpus, queries)], [kinds.BM25], max(depths)), **hits}
+        hits = {**fusion_choice.first_stage_hits([(corpus, queries)], [kinds.BM25], max(depths)), **hits}
     scored = {}
     for kind, first in hits.items():
         cuts = depths if sci and kind == kinds.BM25 else [args.other_depth]
@@ -178,7 +168,7 @@ def evaluate_collection(
         label += f" top {max(cuts)}"
         scored = score_candidates(reranker, queries, first, corpus, label, args.scores_dir, stamp, scored)
         for depth in cuts:
-            runs = stage_runs(first, scored, depth, fusion.for_first_stage(kind))
+            runs = fusion_choice.stage_runs(first, scored, depth, fusion.for_first_stage(kind))
             summaries = {part: _summary(qrels, runs, ids) for part, ids in parts.items()}
             out[f"{kind}@{depth}"] = summaries if sci else summaries["all"]
     return out

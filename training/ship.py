@@ -30,11 +30,16 @@ from ctxir.encoders.models import (
     adapter_base,
     is_adapter,
     is_ctxir_modular,
+    load_cross_encoder,
     top_layers_config,
 )
-from ctxir.files import disk_full, is_disk_full, read_json, write_checksums, write_json
+from ctxir.files import disk_full, is_disk_full, read_json, write_atomic, write_checksums, write_json
 from ctxir.names import CLS_LR_CONFIG, CLS_LR_WEIGHTS, TOP_LAYERS_CONFIG, TOP_LAYERS_WEIGHTS
+from ctxir.publish.cards import CardInputs, render_card
 from ctxir.publish.licenses import LICENSE_FILE
+from ctxir.publish.metrics_file import license_text, training_license
+from ctxir.publish.model_folder import base_model_license, cls_lr_base_dir, model_facts
+from ctxir.rerank import ClsLrRanker
 from ctxir.types import CtxirError
 from training.common import cli_main
 
@@ -111,11 +116,6 @@ def check_shippable(folder: Path, max_mb: float, kept: tuple[Path, ...] = ()) ->
 
 def write_card(folder: Path, name: str, model_type: str, base: str) -> None:
     """``folder/README.md``: the card ``ctxir hub push`` would publish, rendered from ``folder/metrics.json``."""
-    from ctxir.files import write_atomic
-    from ctxir.publish.cards import CardInputs, render_card
-    from ctxir.publish.metrics_file import license_text, training_license
-    from ctxir.publish.model_folder import base_model_license, model_facts
-
     metrics = read_json(folder / "metrics.json")
     metrics["model_name"] = name.split("/")[-1]  # the shipped model, not the training output folder
     license_of_base = base_model_license(DEFAULT_BI_ENCODER if model_type == kinds.CLS_LR else base)
@@ -133,8 +133,6 @@ def write_card(folder: Path, name: str, model_type: str, base: str) -> None:
 
 def _same_score(trained: Path, shipped: Path, pair: tuple[str, str], what: str, files: str) -> float:
     """The shipped copy's score of ``pair``, which must be the trained model's (each loaded afresh, as a user would)."""
-    from ctxir.encoders.models import load_cross_encoder
-
     scores = []
     for folder in (trained, shipped):
         load_cross_encoder.cache_clear()
@@ -157,9 +155,6 @@ def _check_base(base: str) -> None:
 
 def _stage_rerankers(args: ShipArgs, work: Path) -> dict:
     """The relevance cross-encoder and the CLS-LR ranker fitted on it, checked and assembled under ``work``."""
-    from ctxir.publish.model_folder import cls_lr_base_dir
-    from ctxir.rerank import ClsLrRanker
-
     # 1. check what was trained
     ce_src, cls_src = Path(args.cross_encoder), Path(args.cls_lr)
     top_layers = top_layers_config(ce_src)
@@ -227,8 +222,6 @@ def _stage_pair_scorer(args: ShipArgs, work: Path) -> dict:
 
 
 def run(args: ShipArgs) -> dict:
-    from ctxir.rerank import ClsLrRanker
-
     # 0. what to ship: the re-rankers (a cross-encoder + the CLS-LR ranker read from it), the pair scorer, or all
     if not (args.cross_encoder or args.cls_lr or args.pair_scorer):
         raise CtxirError(

@@ -6,12 +6,12 @@ teacher bi-encoder's cosine mapped onto the gold scale (isotonic regression).
 
 from __future__ import annotations
 
-import csv
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 if __package__ in (None, ""):  # `python training/silver_pairs.py` from the repo root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -132,12 +132,10 @@ def run(args: SilverPairsArgs) -> dict:
     # 5. write
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(("sentence1", "sentence2", "score"))
-        writer.writerows(
-            (distinct[i], distinct[j], f"{y:.4f}") for (i, j), y in zip(pairs, labels, strict=True)
-        )
+    rows = [(distinct[i], distinct[j], y) for (i, j), y in zip(pairs, labels, strict=True)]
+    pd.DataFrame(rows, columns=["sentence1", "sentence2", "score"]).to_csv(
+        out, index=False, float_format="%.4f"
+    )
     record = {
         "command": "python -m training.silver_pairs " + " ".join(sys.argv[1:]),
         "teacher": args.teacher,

@@ -16,14 +16,7 @@ from ctxir.encoders.models import pick_device, set_threads
 from ctxir.files import machine_info
 from ctxir.publish.metrics_file import write_metrics
 from ctxir.types import CtxirError
-from training.common import (
-    evaluation_row,
-    jsonl_log_callback,
-    resolve_resume,
-    run_config,
-    tee_output,
-    train_keeping_checkpoints,
-)
+from training import common
 
 Scores = dict[tuple[str, str, str], float]  # (dataset, split, metric) → value
 
@@ -76,7 +69,7 @@ class Run:
     def __init__(self, out: Path, script: str, config: dict, resume: str, run_device: str, threads: int):
         self.out, self.script, self.config = Path(out), script, config
         self.checkpoints = self.out / "checkpoints"
-        self.resume_from = resolve_resume(resume, self.checkpoints)
+        self.resume_from = common.resolve_resume(resume, self.checkpoints)
         self.device = pick_device(run_device)
         set_threads(threads)
         self.started = time.perf_counter()
@@ -84,7 +77,7 @@ class Run:
         self._log = contextlib.ExitStack()
 
     def __enter__(self) -> Run:
-        self._log.enter_context(tee_output(self.out / "train.log"))
+        self._log.enter_context(common.tee_output(self.out / "train.log"))
         print(f"# {self.script} {' '.join(sys.argv[1:])}\n{self.config}")
         return self
 
@@ -99,7 +92,7 @@ class Run:
             train_dataset=train_dataset,
             loss=loss,
             evaluator=evaluator,
-            callbacks=[jsonl_log_callback(self.out / "training_log.jsonl")],
+            callbacks=[common.jsonl_log_callback(self.out / "training_log.jsonl")],
         )
         # the Trainer logs that it could not load the --load-best checkpoint and goes on with the last step's
         failures, trainer_logger = [], logging.getLogger("sentence_transformers.base.trainer")
@@ -112,7 +105,7 @@ class Run:
         start = time.perf_counter()
         trainer_logger.addFilter(catch)
         try:
-            self.train_output = train_keeping_checkpoints(trainer, self.resume_from, self.checkpoints)
+            self.train_output = common.train_keeping_checkpoints(trainer, self.resume_from, self.checkpoints)
         finally:
             trainer_logger.removeFilter(catch)
         self.train_seconds = time.perf_counter() - start
@@ -163,31 +156,25 @@ def anchor_fields(anchor, row: dict) -> dict:
     same_depth = row["task"] != "reranking" or row.get("depth") == anchor.get("depth")
     if row.get("queries") != anchor["queries"] or not same_depth:
         return {}
-    fields = {
-        "anchor": anchor["value"],
-        "anchor_name": anchor["name"],
-        "anchor_source": anchor["source"],
-        "anchor_queries": anchor["queries"],
+    named = {
+        f"anchor_{key}": anchor[key]
+        for key in ("source", "queries", "first_stage", "depth")
+        if anchor.get(key)
     }
-    return {**fields, **{f"anchor_{key}": anchor[key] for key in ("first_stage", "depth") if anchor.get(key)}}
+    return {"anchor": anchor["value"], "anchor_name": anchor["name"], **named}
 
 
-def evaluation_rows(
-    before: Scores,
-    after: Scores,
-    tasks: dict[str, tuple[str, str]],
-    coverage: dict[str, dict] | None = None,
-    anchors: dict | None = None,
-) -> list[dict]:
-    """metrics.json "evaluations": a row per test score, ``tasks``: {dataset: (task, config text)}."""
+def evaluation_rows(before: Scores, after: Scores, tasks: dict, coverage: dict, anchors: dict) -> list[dict]:
+    """metrics.json "evaluations": a row per test score; ``tasks``: {dataset: (task, config text)}, ``coverage``: {dataset:
+    row fields}, ``anchors``: {(dataset, metric): published figure}."""
     rows = []
     for (name, split, metric), value in after.items():
         task, config = tasks[name]
-        row = evaluation_row(
+        row = common.evaluation_row(
             name, split, task, metric, before.get((name, split, metric)), value, config=config
         )
-        row.update((coverage or {}).get(name, {}))
-        row.update(anchor_fields((anchors or {}).get((name, metric)), row))
+        row.update(coverage.get(name, {}))
+        row.update(anchor_fields(anchors.get((name, metric)), row))
         rows.append(row)
     return rows
 
@@ -207,15 +194,7 @@ def dev_record(trainer, dev_before: dict, dev_after: dict) -> dict:
 
 
 def write_run_metrics(
-    out: Path,
-    args,
-    *,
-    model_type: str,
-    objective: str,
-    datasets: list[dict],
-    training: dict,
-    evaluations: list[dict],
-    extra: dict,
+    out: Path, args, *, model_type, objective, datasets, training, evaluations, extra
 ) -> dict:
     """Write metrics.json: what was trained on what, how (``args``' config), how long, and the scores."""
     metrics = {
@@ -224,7 +203,7 @@ def write_run_metrics(
         "base_model": args.model,
         "objective": objective,
         "datasets": datasets,
-        "config": run_config(args),
+        "config": common.run_config(args),
         "training": training,
         "evaluations": evaluations,
         "extra": extra,

@@ -31,28 +31,7 @@ from ctxir.data import load_beir, load_sts
 from ctxir.encoders.lengths import set_max_length
 from ctxir.encoders.models import resolve_model
 from ctxir.types import CtxirError, doc_text
-from training.common import (
-    TrainerRunArgs,
-    check_common_args,
-    check_not_empty,
-    cli_main,
-    columns,
-    data_folder,
-    dataset_entry,
-    first_test_queries,
-    heldout_queries,
-    run_config,
-    take,
-    take_train,
-)
-from training.steps import (
-    Run,
-    TaskData,
-    dev_record,
-    evaluation_rows,
-    trainer_arguments,
-    write_run_metrics,
-)
+from training import common, steps
 
 MINING_RANGE, DEV_CORPUS_SIZE = 50, 1000  # scifact: the nearest documents mined; the dev evaluator's corpus
 # each --objective: the --task it fits (a task's first is auto's) and its sentence-transformers loss
@@ -79,7 +58,7 @@ ANCHORS = {
 
 
 @dataclass
-class BiEncoderArgs(TrainerRunArgs, SentenceTransformerTrainingArguments):
+class BiEncoderArgs(common.TrainerRunArgs, SentenceTransformerTrainingArguments):
     task: Literal["scifact", "stsb"] = flag("stsb", "training data: scifact or stsb")
     objective: Literal["auto", "mnrl", "cosent", "cosine"] = flag(
         "auto", "loss: mnrl (scifact), cosent or cosine (stsb); auto = the task's first"
@@ -102,31 +81,33 @@ def similarity_evaluator(pairs, name: str, batch_size: int):
     )
 
 
-def build_sts_task(args: BiEncoderArgs, model) -> TaskData:
-    folder = data_folder(args.data_dir, "stsb")
+def build_sts_task(args: BiEncoderArgs, model) -> steps.TaskData:
+    folder = common.data_folder(args.data_dir, "stsb")
     train, dev, test = (
         [(a, b, s / 5.0) for a, b, s in load_sts(folder, split)] for split in ("train", "dev", "test")
     )
-    pairs = take_train(train, args.max_samples, args.seed, "stsb train pairs")
+    pairs = common.take_train(train, args.max_samples, args.seed, "stsb train pairs")
     rows = [
-        dataset_entry("stsb", "train", "train", folder, len(pairs)),
-        dataset_entry("stsb", "dev", "eval", folder, len(dev)),
-        dataset_entry("stsb", "test", "eval", folder, len(test)),
+        common.dataset_entry("stsb", "train", "train", folder, len(pairs)),
+        common.dataset_entry("stsb", "dev", "eval", folder, len(dev)),
+        common.dataset_entry("stsb", "test", "eval", folder, len(test)),
     ]
     evaluator = similarity_evaluator(dev, "stsb-dev", args.per_device_train_batch_size)
-    return TaskData(columns(pairs, ["sentence1", "sentence2", "score"]), rows, evaluator, {"sts": test})
+    return steps.TaskData(
+        common.columns(pairs, ["sentence1", "sentence2", "score"]), rows, evaluator, {"sts": test}
+    )
 
 
-def build_scifact_task(args: BiEncoderArgs, model) -> TaskData:
-    folder = data_folder(args.data_dir, "scifact")
+def build_scifact_task(args: BiEncoderArgs, model) -> steps.TaskData:
+    folder = common.data_folder(args.data_dir, "scifact")
     corpus, queries, qrels = load_beir(folder, "train")
     # SciFact has no dev split: hold out some training queries for the in-training evaluator.
     qids = sorted(queries)
-    dev_ids = set(heldout_queries(qids, args.dev_queries, args.seed))
+    dev_ids = set(common.heldout_queries(qids, args.dev_queries, args.seed))
     judged = [
         (q, d) for q in qids if q not in dev_ids for d, s in sorted(qrels[q].items()) if s > 0 and d in corpus
     ]
-    id_pairs = take_train(judged, args.max_samples, args.seed, "(claim, abstract) pairs")
+    id_pairs = common.take_train(judged, args.max_samples, args.seed, "(claim, abstract) pairs")
     pairs = [(queries[q], doc_text(corpus[d])) for q, d in id_pairs]
     # mine hard negatives with the starting model over the whole corpus (its positives are excluded)
     fmt, num_negatives = ("triplet" if args.num_negatives == 1 else "n-tuple"), args.num_negatives
@@ -136,7 +117,7 @@ def build_scifact_task(args: BiEncoderArgs, model) -> TaskData:
         )
     cache = args.mining_cache or str(Path.home() / ".cache" / "ctxir" / "mining")
     mined = mine_hard_negatives(
-        columns(pairs, ["anchor", "positive"]),
+        common.columns(pairs, ["anchor", "positive"]),
         model,
         corpus=[doc_text(corpus[d]) for d in corpus],
         range_max=min(MINING_RANGE, len(corpus) - 1),
@@ -148,12 +129,14 @@ def build_scifact_task(args: BiEncoderArgs, model) -> TaskData:
         cache_folder=None if cache.lower() == "none" else cache,
         verbose=True,
     )
-    check_not_empty(len(mined), "mining found no negative for any pair", "lower --mining-relative-margin")
+    common.check_not_empty(
+        len(mined), "mining found no negative for any pair", "lower --mining-relative-margin"
+    )
     dev_evaluator = None
     if dev_ids:
         dev_qrels = {q: {d for d, s in qrels[q].items() if s > 0} for q in dev_ids}
         keep = {d for docs in dev_qrels.values() for d in docs if d in corpus}  # + random others
-        keep |= set(take(sorted(set(corpus) - keep), max(0, DEV_CORPUS_SIZE - len(keep)), args.seed))
+        keep |= set(common.take(sorted(set(corpus) - keep), max(0, DEV_CORPUS_SIZE - len(keep)), args.seed))
         dev_evaluator = InformationRetrievalEvaluator(
             {q: queries[q] for q in sorted(dev_ids)},
             {d: doc_text(doc) for d, doc in corpus.items() if d in keep},
@@ -164,10 +147,10 @@ def build_scifact_task(args: BiEncoderArgs, model) -> TaskData:
             precision_recall_at_k=[10, 100],
             write_csv=False,
         )
-    test_queries, test_qrels = first_test_queries(folder, args.eval_max_queries)
+    test_queries, test_qrels = common.first_test_queries(folder, args.eval_max_queries)
     rows = [
-        dataset_entry("scifact", "train", "train", folder, len(pairs)),
-        dataset_entry("scifact", "test", "eval", folder, len(test_queries)),
+        common.dataset_entry("scifact", "train", "train", folder, len(pairs)),
+        common.dataset_entry("scifact", "test", "eval", folder, len(test_queries)),
     ]
     extra = {
         "pairs": len(pairs),
@@ -185,7 +168,9 @@ def build_scifact_task(args: BiEncoderArgs, model) -> TaskData:
             "corpus_size": len(corpus),
         },
     }
-    return TaskData(mined, rows, dev_evaluator, {"retrieval": (corpus, test_queries, test_qrels)}, extra)
+    return steps.TaskData(
+        mined, rows, dev_evaluator, {"retrieval": (corpus, test_queries, test_qrels)}, extra
+    )
 
 
 def evaluate(model, test: dict, batch_size: int, model_id: str) -> dict:
@@ -219,6 +204,13 @@ def describe_tests(test: dict, eval_max_queries: int) -> tuple[dict, dict]:  # t
     return {"scifact": task}, {"scifact": coverage}
 
 
+def load(args: BiEncoderArgs, device: str):
+    """The starting SentenceTransformer, --max-length applied (0 = the model's own, capped at its positions)."""
+    model = SentenceTransformer(resolve_model(args.model), device=device)
+    set_max_length(model, args.max_length, name="--max-length")
+    return model
+
+
 def run(args: BiEncoderArgs) -> dict:
     """Train one bi-encoder; returns the metrics.json record (empty on non-main processes)."""
     # 0. check the arguments and the data before anything heavy is loaded; the run's folder and log
@@ -229,14 +221,13 @@ def run(args: BiEncoderArgs) -> dict:
             f"--objective {args.objective!r} does not fit --task {args.task!r}: use one of "
             f"{', '.join(objectives)} (or auto)"
         )
-    check_common_args(args)
-    data_folder(args.data_dir, args.task)  # the data is there before anything loads
+    common.check_common_args(args)
+    common.data_folder(args.data_dir, args.task)  # the data is there before anything loads
     out = Path(args.output_dir or f"outputs/bi-encoder-{args.task}-{args.objective}")
-    config, resume = run_config(args), args.resume_from_checkpoint
-    with Run(out, "train_bi_encoder", config, resume, args.run_device, args.torch_threads) as run:
-        # 1. load the model, --max-length applied (0 = the model's own, capped at its positions)
-        model = SentenceTransformer(resolve_model(args.model), device=run.device)
-        set_max_length(model, args.max_length, name="--max-length")
+    config, resume = common.run_config(args), args.resume_from_checkpoint
+    with steps.Run(out, "train_bi_encoder", config, resume, args.run_device, args.torch_threads) as run:
+        # 1. load the model
+        model = load(args, run.device)
         # 2. load the data
         data = (build_scifact_task if args.task == "scifact" else build_sts_task)(args, model)
         print(f"training rows: {len(data.train)}, columns {data.train.column_names}")
@@ -251,7 +242,7 @@ def run(args: BiEncoderArgs) -> dict:
         sampler = BatchSamplers.NO_DUPLICATES if args.objective == "mnrl" else BatchSamplers.BATCH_SAMPLER
         evaluator = dev if args.eval_steps > 0 else None
         options = {"batch_sampler": sampler, "dataloader_drop_last": False}
-        settings = trainer_arguments(
+        settings = steps.trainer_arguments(
             SentenceTransformerTrainingArguments, args, out, run.device, evaluator, **options
         )
         trainer = run.train(SentenceTransformerTrainer, settings, model, data.train, loss, evaluator)
@@ -267,17 +258,17 @@ def run(args: BiEncoderArgs) -> dict:
         print(f"after training: {after}")
         # 8. metrics.json
         tests = describe_tests(data.test, args.eval_max_queries)
-        return write_run_metrics(
+        return steps.write_run_metrics(
             out,
             args,
             model_type=kinds.BI_ENCODER,
             objective=type(loss).__name__,
             datasets=data.datasets,
             training=run.training(trainer, len(data.train)),
-            evaluations=evaluation_rows(before, after, *tests, ANCHORS),
+            evaluations=steps.evaluation_rows(before, after, *tests, ANCHORS),
             extra={
                 **data.extra,
-                **dev_record(trainer, dev_before, dev_after),
+                **steps.dev_record(trainer, dev_before, dev_after),
                 "max_length": trained.max_seq_length,
                 "max_seq_length": trained.max_seq_length,
             },
@@ -285,7 +276,7 @@ def run(args: BiEncoderArgs) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli_main(BiEncoderArgs, run, argv)
+    return common.cli_main(BiEncoderArgs, run, argv)
 
 
 if __name__ == "__main__":
