@@ -102,14 +102,7 @@ def dev_ndcg(qrels: dict, run: dict, parts: dict | None = None) -> float:
 
 
 def fusion_grid(
-    qrels: dict,
-    first: dict[str, list[Hit]],
-    scored: dict,
-    depth: int,
-    min_gain: float = 0.0,
-    parts: dict | None = None,
-    rule: str = "mean",
-    max_loss: float = -1.0,
+    qrels: dict, first: dict, scored: dict, depth: int, min_gain=0.0, parts=None, rule="mean", max_loss=-1.0
 ) -> dict:
     """The RRF weight chosen by ``rule``, ``min_gain`` and ``max_loss``, with every weight's dev row."""
     from ctxir.rerank.pipeline import StageFusion
