@@ -17,16 +17,13 @@ from ctxir.classify.classifiers import (
     LogRegClassifier,
     ZeroShotClassifier,
     choose_k,
-    evaluate_predictions,
-    few_shot,
     fit_projection,
-    knn_scores,
-    mcnemar,
+    label_vectors_for,
     sample_per_class,
     select_zero_shot,
     vocabulary_words,
 )
-from ctxir.classify.cli import main
+from ctxir.classify.cli import evaluate_predictions, few_shot, main, mcnemar
 from ctxir.data.labelled import Label, load_folder, load_labelled, load_labels
 from ctxir.types import CtxirError
 
@@ -92,7 +89,7 @@ def test_knn_equals_a_brute_force_count():
     queries = rng.standard_normal((25, 8)).astype(np.float32)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
     for k in (1, 5, 15):
-        votes, _ = knn_scores(queries, ref, labels, 4, k)
+        votes = KnnClassifier(k=k).fit_embeddings(ref, [str(x) for x in labels]).scores_embeddings(queries)
         for q in range(25):
             sims = [float(queries[q] @ ref[i]) for i in range(60)]
             nearest = sorted(range(60), key=lambda i: -sims[i])[:k]
@@ -186,9 +183,8 @@ def test_zero_shot_on_separable_toy_labels():
     # the bare names share no keyword with the texts: every label scores the same, so the template matters
     bare = ZeroShotClassifier(encoder, labels, template="{label}").scores_embeddings(encoder.encode(texts))
     assert np.allclose(bare, bare[:, :1])
-    best, table = select_zero_shot(
-        encoder, labels, encoder.encode(texts), expected, templates=("{label}", "{description}")
-    )
+    vectors = label_vectors_for(encoder, labels, ("{label}", "{description}"))
+    best, table = select_zero_shot(labels, encoder.encode(texts), expected, vectors)
     assert best["template"] == "{description}" and best["train_accuracy"] == 1.0
     assert [row["template"] for row in table] == ["{label}", "{description}"]
 

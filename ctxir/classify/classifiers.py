@@ -1,6 +1,4 @@
-"""The zero-shot, kNN, centroid and logistic-regression classifiers over (N, D) unit vectors, the scores they share
-(neighbours, votes, ``choose_k``, Davison's label projection, the zero-shot template choice) and their evaluation
-(accuracy, macro-F1, McNemar's test, the few-shot curve)."""
+"""The zero-shot, kNN, centroid and logistic-regression classifiers over (N, D) unit vectors and the scores they share."""
 
 from __future__ import annotations
 
@@ -10,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ctxir.checks import check_choice, check_int
 from ctxir.data.labelled import Label
 from ctxir.types import CtxirError
 
@@ -68,22 +67,8 @@ def top_neighbours(
     return indices, sims
 
 
-def knn_scores(
-    queries: np.ndarray,
-    reference: np.ndarray,
-    reference_labels: np.ndarray,
-    n_classes: int,
-    k: int,
-    weights: str = "uniform",
-) -> tuple[np.ndarray, np.ndarray]:
-    """(votes, similarity sums), each (n, classes): each class's share of the k nearest, and their summed cosine (ties)."""
-    if weights not in WEIGHTS:
-        raise CtxirError(f"weights {weights!r} is not known: use one of {', '.join(map(repr, WEIGHTS))}")
-    return _neighbour_votes(*top_neighbours(queries, reference, k), reference_labels, n_classes, weights)
-
-
-def _neighbour_votes(indices, sims, reference_labels, n_classes: int, weights: str):
-    """``knn_scores`` from given neighbours, so that cross-validation finds them once for every k it tries."""
+def neighbour_votes(indices, sims, reference_labels, n_classes: int, weights: str):
+    """(votes, similarity sums), each (n, classes), of the given neighbours: class shares, summed cosines (ties)."""
     labels = reference_labels[indices].ravel()  # (n × k,)
     w = np.ones_like(sims) if weights == "uniform" else 1.0 / np.maximum(1.0 - sims, 1e-6)
     votes = np.zeros((indices.shape[0], n_classes), dtype=np.float64)
@@ -112,8 +97,6 @@ def choose_k(
     from sklearn.metrics import f1_score
     from sklearn.model_selection import StratifiedKFold
 
-    from ctxir.checks import check_choice, check_int
-
     check_choice(weights, "weights", WEIGHTS)
     x = as_matrix(embeddings, "embeddings")
     classes, y = np.unique(np.asarray([str(label) for label in labels]), return_inverse=True)
@@ -138,7 +121,7 @@ def choose_k(
     for fit, held in splits:
         indices, sims = top_neighbours(x[held], x[fit], max(tried))  # the largest k's, cut for the others
         for k in tried:
-            votes, sums = _neighbour_votes(indices[:, :k], sims[:, :k], y[fit], len(classes), weights)
+            votes, sums = neighbour_votes(indices[:, :k], sims[:, :k], y[fit], len(classes), weights)
             predicted[k][held] = argmax_ties(votes, sums)
     table = [
         {
@@ -177,28 +160,20 @@ def label_vectors_for(encoder, labels: Sequence[Label], templates: Sequence[str]
 
 
 def select_zero_shot(
-    encoder,
     labels: Sequence[Label],
     texts_embeddings: np.ndarray,
     text_labels: Sequence[str],
-    templates: Sequence[str] = TEMPLATES,
+    vectors: dict[str, np.ndarray],
     projection: np.ndarray | None = None,
-    label_vectors: dict | None = None,
 ) -> tuple[dict, list[dict]]:
-    """The (template, projection on/off) best on labelled training texts (the first of equals), and every one's."""
-    vectors = label_vectors or label_vectors_for(encoder, labels, templates)
-    names = [label.name for label in labels]
+    """The (template of ``vectors``, projection on/off) best on labelled training texts (first of equals), and all."""
+    names, truth = np.asarray([label.name for label in labels]), np.asarray(text_labels)
     table = []
-    for template, use_projection in itertools.product(
-        vectors, (False, True) if projection is not None else (False,)
-    ):
+    switch = (False, True) if projection is not None else (False,)
+    for template, use_projection in itertools.product(vectors, switch):
         scores = zero_shot_scores(texts_embeddings, vectors[template], projection if use_projection else None)
-        accuracy = float(
-            np.mean([names[i] == t for i, t in zip(scores.argmax(axis=1), text_labels, strict=True)])
-        )
-        table.append(
-            {"template": template, "projection": use_projection, "train_accuracy": round(accuracy, 4)}
-        )
+        accuracy = round(float(np.mean(names[scores.argmax(axis=1)] == truth)), 4)
+        table.append({"template": template, "projection": use_projection, "train_accuracy": accuracy})
     return max(table, key=lambda row: row["train_accuracy"]), table
 
 
@@ -340,16 +315,14 @@ class KnnClassifier(EmbeddingClassifier):
     method = "knn"
 
     def __init__(self, encoder=None, k: int = 5, weights: str = "uniform"):
-        from ctxir.checks import check_choice, check_int
-
         super().__init__(encoder)
         self.k = check_int(k, "k", 1, 10_000)
         self.weights = check_choice(weights, "weights", WEIGHTS)
 
     def _votes(self, embeddings):
         self._check_fitted()
-        x = as_matrix(embeddings, "embeddings")
-        return knn_scores(x, self.reference, self.reference_labels, len(self.classes), self.k, self.weights)
+        near = top_neighbours(as_matrix(embeddings, "embeddings"), self.reference, self.k)
+        return neighbour_votes(*near, self.reference_labels, len(self.classes), self.weights)
 
     def scores_embeddings(self, embeddings):
         return self._votes(embeddings)[0]
@@ -473,41 +446,6 @@ def make_classifier(method: str, encoder, weights: str, seed: int = 0) -> Embedd
     raise CtxirError(f"few-shot method {method!r} is not known: use knn-N, centroid or logreg")
 
 
-def evaluate_predictions(y_true: Sequence[str], y_pred: Sequence[str], classes: Sequence[str]) -> dict:
-    """accuracy, macro_f1, scikit-learn's per-class report and confusion matrix (rows = true, columns = predicted)."""
-    from sklearn.metrics import accuracy_score, classification_report, confusion_matrix, f1_score
-
-    classes = list(classes)
-    return {
-        "accuracy": float(accuracy_score(y_true, y_pred)),
-        "macro_f1": float(f1_score(y_true, y_pred, labels=classes, average="macro", zero_division=0)),
-        "n": len(y_true),
-        "report": classification_report(y_true, y_pred, labels=classes, output_dict=True, zero_division=0),
-        "confusion_matrix": {
-            "labels": classes,
-            "matrix": confusion_matrix(y_true, y_pred, labels=classes).tolist(),
-        },
-    }
-
-
-def mcnemar(y_true: Sequence[str], pred_a: Sequence[str], pred_b: Sequence[str]) -> dict:
-    """Exact McNemar test: of the texts exactly one classifier gets right, is the split 50/50 (two-sided binomial)?"""
-    from scipy.stats import binomtest
-
-    right_a = np.asarray(pred_a) == np.asarray(y_true)
-    right_b = np.asarray(pred_b) == np.asarray(y_true)
-    a_only, b_only = int((right_a & ~right_b).sum()), int((right_b & ~right_a).sum())
-    return {
-        "test": "McNemar exact (binomial)",
-        "n": len(right_a),
-        "accuracy_a": float(right_a.mean()),
-        "accuracy_b": float(right_b.mean()),
-        "a_only": a_only,
-        "b_only": b_only,
-        "pvalue": float(binomtest(a_only, a_only + b_only, 0.5).pvalue) if a_only + b_only else 1.0,
-    }
-
-
 def sample_per_class(labels: Sequence[str], n: int, seed: int) -> list[int]:
     """Indices of ``n`` seeded random examples of each class (all of a class with fewer), in row order."""
     rng = np.random.default_rng(seed)
@@ -516,44 +454,3 @@ def sample_per_class(labels: Sequence[str], n: int, seed: int) -> list[int]:
         rows = [i for i, x in enumerate(labels) if x == label]
         keep += rows if len(rows) <= n else [rows[i] for i in rng.choice(len(rows), n, replace=False)]
     return sorted(keep)
-
-
-def few_shot(
-    train_x: np.ndarray,
-    train_y: Sequence[str],
-    test_x: np.ndarray,
-    test_y: Sequence[str],
-    methods: Sequence[str],
-    shots: int,
-    seeds: int,
-    weights: str = "uniform",
-) -> dict:
-    """Each method fitted on ``shots`` examples per class for each seed; per seed and mean ± std."""
-    from sklearn.metrics import f1_score
-
-    def mean_std(values: list[float]) -> dict:
-        std = round(float(np.std(values, ddof=1)), 4) if len(values) > 1 else 0.0
-        return {"mean": round(float(np.mean(values)), 4), "std": std}
-
-    results = {}
-    for method in methods:
-        per_seed = []
-        for seed in range(seeds):
-            rows = sample_per_class(train_y, shots, seed)
-            classifier = make_classifier(method, None, weights, seed)
-            predicted = classifier.fit_embeddings(train_x[rows], [train_y[i] for i in rows]).predict_labels(
-                test_x
-            )
-            per_seed.append(
-                {
-                    "seed": seed,
-                    "accuracy": float(np.mean(np.asarray(predicted) == np.asarray(test_y))),
-                    "macro_f1": float(f1_score(test_y, predicted, average="macro", zero_division=0)),
-                }
-            )
-        results[method] = {
-            "accuracy": mean_std([r["accuracy"] for r in per_seed]),
-            "macro_f1": mean_std([r["macro_f1"] for r in per_seed]),
-            "per_seed": per_seed,
-        }
-    return {"shots": shots, "seeds": seeds, "methods": results}

@@ -1,9 +1,10 @@
-"""``ctxir classify``: ``ClassifyArgs``, ``run`` (the chosen methods scored on a labelled test file), ``main``."""
+"""``ctxir classify``: ``run`` scores the chosen methods on a labelled test file (metrics, McNemar, few-shot curve)."""
 
 from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -17,11 +18,9 @@ from ctxir.classify.classifiers import (
     ZeroShotClassifier,
     choose_k,
     encode,
-    evaluate_predictions,
-    few_shot,
     label_vectors_for,
     make_classifier,
-    mcnemar,
+    sample_per_class,
     select_zero_shot,
     word_projection,
 )
@@ -240,7 +239,7 @@ def _zero_shot(args: ClassifyArgs, encoder, labels, templates, train_x, train_y)
     projection = word_projection(encoder, args.projection_words) if wanted else None
     vectors = label_vectors_for(encoder, labels, templates)
     if train and (len(vectors) > 1 or args.projection == "auto"):
-        best, table = select_zero_shot(encoder, labels, train_x, train_y, templates, projection, vectors)
+        best, table = select_zero_shot(labels, train_x, train_y, vectors, projection)
         if args.projection == "on":
             best = max((r for r in table if r["projection"]), key=lambda r: r["train_accuracy"])
     else:
@@ -254,6 +253,79 @@ def _zero_shot(args: ClassifyArgs, encoder, labels, templates, train_x, train_y)
         "candidates": table,
     }
     return {"zero-shot": (classifier, chosen)}
+
+
+def evaluate_predictions(y_true: Sequence[str], y_pred: Sequence[str], classes: Sequence[str]) -> dict:
+    """accuracy, macro_f1, scikit-learn's per-class report and confusion matrix (rows = true, columns = predicted)."""
+    from sklearn.metrics import accuracy_score, classification_report, confusion_matrix, f1_score
+
+    classes = list(classes)
+    return {
+        "accuracy": float(accuracy_score(y_true, y_pred)),
+        "macro_f1": float(f1_score(y_true, y_pred, labels=classes, average="macro", zero_division=0)),
+        "n": len(y_true),
+        "report": classification_report(y_true, y_pred, labels=classes, output_dict=True, zero_division=0),
+        "confusion_matrix": {
+            "labels": classes,
+            "matrix": confusion_matrix(y_true, y_pred, labels=classes).tolist(),
+        },
+    }
+
+
+def mcnemar(y_true: Sequence[str], pred_a: Sequence[str], pred_b: Sequence[str]) -> dict:
+    """Exact McNemar test: of the texts exactly one classifier gets right, is the split 50/50 (two-sided binomial)?"""
+    from scipy.stats import binomtest
+
+    right_a = np.asarray(pred_a) == np.asarray(y_true)
+    right_b = np.asarray(pred_b) == np.asarray(y_true)
+    a_only, b_only = int((right_a & ~right_b).sum()), int((right_b & ~right_a).sum())
+    return {
+        "test": "McNemar exact (binomial)",
+        "n": len(right_a),
+        "accuracy_a": float(right_a.mean()),
+        "accuracy_b": float(right_b.mean()),
+        "a_only": a_only,
+        "b_only": b_only,
+        "pvalue": float(binomtest(a_only, a_only + b_only, 0.5).pvalue) if a_only + b_only else 1.0,
+    }
+
+
+def few_shot(
+    train_x: np.ndarray,
+    train_y: Sequence[str],
+    test_x: np.ndarray,
+    test_y: Sequence[str],
+    methods: Sequence[str],
+    shots: int,
+    seeds: int,
+    weights: str = "uniform",
+) -> dict:
+    """Each method fitted on ``shots`` examples per class for each seed; per seed and mean ± std."""
+    from sklearn.metrics import accuracy_score, f1_score
+
+    results = {}
+    for method in methods:
+        per_seed = []
+        for seed in range(seeds):
+            rows = sample_per_class(train_y, shots, seed)
+            classifier = make_classifier(method, None, weights, seed)
+            predicted = classifier.fit_embeddings(train_x[rows], [train_y[i] for i in rows]).predict_labels(
+                test_x
+            )
+            per_seed.append(
+                {
+                    "seed": seed,
+                    "accuracy": float(accuracy_score(test_y, predicted)),
+                    "macro_f1": float(f1_score(test_y, predicted, average="macro", zero_division=0)),
+                }
+            )
+        results[method] = {}
+        for metric in ("accuracy", "macro_f1"):
+            values = [r[metric] for r in per_seed]
+            std = round(float(np.std(values, ddof=1)), 4) if seeds > 1 else 0.0
+            results[method][metric] = {"mean": round(float(np.mean(values)), 4), "std": std}
+        results[method]["per_seed"] = per_seed
+    return {"shots": shots, "seeds": seeds, "methods": results}
 
 
 def main(argv: list[str] | None = None) -> int:
