@@ -1,11 +1,6 @@
 """ctxir Gradio app: search, pair scoring, token embeddings and attention heads — offline, API-first.
 
-    python app.py                                   # built-in demo corpus + packaged all-MiniLM-L6-v2
-    python app.py --corpus ../shared/data/scifact   # a BEIR folder (embeddings cached: 2nd start is fast)
-    python app.py --cross-encoder outputs/cross-encoder --cls-lr outputs/cls-lr --port 7861
-
-Every flag has an environment variable (CTXIR_CORPUS, ...), so the same file runs as a Hugging Face Space.
-"""
+Every flag has an environment variable (CTXIR_CORPUS, ...), so the same file runs as a Hugging Face Space."""
 
 from __future__ import annotations
 

@@ -198,11 +198,7 @@ def check_model_folder(folder: str | Path, name: str = "") -> Path:
 
 
 def read_json(path: str | Path, strict: bool = True) -> dict | list:
-    """A JSON object or list from ``path``; {} when absent; anything else raises ``CtxirError`` (``strict``) or is {}.
-
-    >>> read_json("absent.json")
-    {}
-    """
+    """A JSON object or list from ``path``; {} when absent; anything else raises ``CtxirError`` (``strict``) or is {}."""
     path = Path(path)
     if not path.is_file():
         return {}

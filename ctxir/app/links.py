@@ -82,11 +82,7 @@ def _query(request: gr.Request | None) -> dict[str, list[str]]:
 
 
 def link_query(api: str, values: dict[str, Any]) -> str:
-    """The query string of a link to ``api`` with ``values`` ({parameter: what the event received}).
-
-    >>> link_query("attention", {"text": "a bank", "layers": [0, 2], "heads": [], "heatmap_head": 1.0})
-    'endpoint=attention&text=a+bank&layers=0&layers=2&heads=&heatmap_head=1'
-    """
+    """The query string of a link to ``api`` with ``values`` ({parameter: what the event received})."""
     pairs = [(PARAMETER, api)]
     for name, value in values.items():
         if value is None:

@@ -1,10 +1,4 @@
-"""The model types ctxir publishes (metrics.json's ``model_type``): a new type is one entry. No torch import.
-
->>> list(MODEL_TYPES)
-['bi-encoder', 'cross-encoder', 'cls-lr']
->>> MODEL_TYPES["cross-encoder"].pipeline_tag({"num_labels": 1}), MODEL_TYPES["cross-encoder"].pipeline_tag({"num_labels": 3})
-('text-ranking', 'text-classification')
-"""
+"""The model types ctxir publishes (metrics.json's ``model_type``): a new type is one entry. No torch import."""
 
 from __future__ import annotations
 
