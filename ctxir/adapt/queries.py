@@ -1,9 +1,6 @@
-"""Pseudo-queries from a corpus alone, each a piece of its document, the positive the rest of it (no copying):
+"""Pseudo-queries from a corpus alone (title, sentence, span or generated), the positive the rest of the document.
 
-- ``title``: the title; ``sentence``: one sentence (inverse cloze, Lee et al. 2019); ``span``: ``SPAN_WORDS``
-  consecutive words (Contriever's cropping); ``generated``: a query generator's (``ctxir.adapt.generator``), the
-  positive the whole document.
-"""
+The query is cut out of its positive, not copied (inverse cloze, Lee et al. 2019; Contriever's cropping)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""An adapt run's output folder, and what it writes beside its adapter (adapt.json's record, the README.md card):
+"""An adapt run's output folder (adapter, adapt.json, adapt.incomplete, work/) and its record and README.md card.
 
-DIR/                      the adapter (PEFT files, sentence-transformers modules, README.md) and adapt.json, last
-DIR/adapt.incomplete      from the run's start until adapt.json is written: ctxir refuses to load the folder
-DIR/work/                 settings.json, queries.jsonl, negatives.jsonl, labels.jsonl (appended), checkpoints/:
-                          what a rerun continues from
-"""
+work/ holds settings.json, queries, negatives, labels and checkpoints: what a rerun continues from."""
 
 from __future__ import annotations
 

@@ -358,18 +358,7 @@ def _ranker(model: Any) -> Reranker:
 
 
 def alone_below_bm25(model: str) -> str | None:
-    """Why ``model`` should only be used fused: the collections of its folder's evaluation.json where it alone
-    scored below BM25 alone (nDCG@10); None where it never did or there are no figures.
-
-    >>> import json, tempfile
-    >>> folder = Path(tempfile.mkdtemp())
-    >>> part = lambda first, alone: {"queries": 3, "first_stage": {"nDCG@10": first}, "alone": {"nDCG@10": alone}}
-    >>> _ = (folder / "config.json").write_text("{}")
-    >>> _ = (folder / EVALUATION_FILE).write_text(json.dumps({"med": {"bm25@20": part(0.5, 0.4)},
-    ...     "scifact_test": {"bm25@20": {"all": part(0.68, 0.73)}}, "demo": {"bm25@20": part(0.86, 0.88)}}))
-    >>> alone_below_bm25(str(folder))
-    'alone it scored below BM25 on med (nDCG@10 0.4 vs 0.5); evaluation.json, docs/results.md'
-    """
+    """Why ``model`` is offered fused only: where in its evaluation.json it alone scored below BM25 (None: nowhere)."""
     path = _folder_file(str(model), EVALUATION_FILE)
     below = []
     for name, figures in ((read_json(path) if path else None) or {}).items():
