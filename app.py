@@ -63,9 +63,7 @@ class _AppArgs:
     index: str = _env(
         "CTXIR_INDEX", "auto", "dense index: auto (ANN from AUTO_ANN_THRESHOLD documents up), exact, ann"
     )
-    backend: str = _env(
-        "CTXIR_BACKEND", "torch", "how the bi-encoder encodes corpora and queries: torch, onnx-int8 (faster)"
-    )
+    backend: str = _env("CTXIR_BACKEND", "torch", "how the bi-encoder encodes: torch, onnx-int8 (faster)")
     rerank_backend: str = _env(
         "CTXIR_RERANK_BACKEND", "torch", "how cross-encoders score on a CPU: torch, onnx, onnx-int8 (faster)"
     )
