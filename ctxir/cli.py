@@ -98,7 +98,7 @@ def build_parser(args_class: type):
 def flag_names(args_class: type) -> dict[str, str]:
     """Each field → its flag without ``--``: the first of its ``aliases`` metadata, else its name with dashes."""
     return {
-        f.name: (_aliases(f) or [f.name.replace("_", "-")])[0].removeprefix("--")
+        f.name: (f.metadata.get("aliases") or [f.name.replace("_", "-")])[0].removeprefix("--")
         for f in dataclasses.fields(args_class)
         if f.init
     }
@@ -110,14 +110,9 @@ def flag_spellings(args_class: type) -> dict[str, str]:
     for f in dataclasses.fields(args_class):
         if f.init:
             found[f.name] = f.name
-            for alias in _aliases(f):
+            for alias in f.metadata.get("aliases", []):
                 found.setdefault(alias.removeprefix("--").replace("-", "_"), f.name)
     return found
-
-
-def _aliases(f: dataclasses.Field) -> list[str]:
-    aliases = f.metadata.get("aliases", [])
-    return [aliases] if isinstance(aliases, str) else list(aliases)
 
 
 def recipe_argv(path: Path, keys: Mapping[str, str], shown: Mapping[str, str] | None = None) -> list[str]:
