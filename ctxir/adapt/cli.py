@@ -310,7 +310,3 @@ def _check_budget(deadline: float | None, where: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     return cli_main(AdaptArgs, run, argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

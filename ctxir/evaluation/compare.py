@@ -275,7 +275,3 @@ def main(argv: list[str] | None = None) -> int:
     if argv and "--compare" not in argv and not argv[0].startswith("-"):  # ctxir compare A.json B.json
         argv = ["--compare", *argv]
     return cli_main(CompareArgs, run, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

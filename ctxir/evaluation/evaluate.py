@@ -407,7 +407,3 @@ def main(argv: list[str] | None = None) -> int:
     if "--compare" in argv:  # finished runs compared on their per-query values
         return cli_main(compare.CompareArgs, compare.run, argv)
     return cli_main(EvaluateArgs, run, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

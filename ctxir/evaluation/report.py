@@ -373,7 +373,3 @@ def main(argv: list[str] | None = None) -> int:
     if argv and not argv[0].startswith("-"):  # the results JSON may come first, without --results
         argv = ["--results", *argv]
     return cli_main(ReportArgs, run, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
