@@ -27,12 +27,7 @@ from ctxir.publish import model_folder, standalone
 from ctxir.publish.adapted import adapt_metrics, is_adapt_output, write_standalone_bi_encoder
 from ctxir.publish.cards import CardInputs, check_card, render_card
 from ctxir.publish.licenses import LICENSE_FILE, License
-from ctxir.publish.metrics_file import (
-    METRICS_FILE,
-    license_text,
-    load_metrics,
-    training_license,
-)
+from ctxir.publish.metrics_file import METRICS_FILE, license_text, load_metrics, training_license
 from ctxir.publish.model_types import MODEL_TYPES
 from ctxir.types import CtxirError
 
