@@ -99,8 +99,7 @@ def answers(url: str, timeout: float = 10) -> bool:
 
 
 def start_app(env: dict, timeout_s: float = 600.0, flags: list[str] = (), log=subprocess.DEVNULL) -> tuple:
-    """(process, url, seconds until the page answered HTTP 200) for ``python app.py FLAGS`` on a free loopback
-    port, its output into ``log``."""
+    """(process, url, seconds until HTTP 200) of ``python app.py FLAGS`` on a free loopback port."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -136,8 +135,7 @@ def answered(value) -> bool:
 
 
 def first_view(url: str, session: str = "benchmarks-app", timeout: float = 600.0) -> dict:
-    """{component id: value} of the page's largest load event (its first view), called as the page calls it,
-    again every 0.2 s until it carries answers."""
+    """{component id: value} of the page's largest load event, called every 0.2 s until it carries answers."""
     with urllib.request.urlopen(f"{url}config", timeout=timeout) as response:
         config = json.load(response)
     loads = [d for d in config["dependencies"] if any(t[1] == "load" for t in d["targets"])]
@@ -182,8 +180,7 @@ def callback_ms(output) -> float | None:
 
 
 def http_call(url: str, api_name: str, data, timeout: float = 600.0, session: str | None = None) -> tuple:
-    """(outputs, bytes of their JSON) of one call through Gradio's HTTP API as ``curl`` makes it: POST, then the
-    event's stream. ``session``: a ``session_hash`` kept across calls; without one each call is a new session."""
+    """(outputs, JSON bytes) of one call through Gradio's HTTP API as ``curl`` makes it (``session``: a kept hash)."""
     endpoint = f"{url.rstrip('/')}/gradio_api/call/{api_name.lstrip('/')}"
     body = {"data": list(data), **({"session_hash": session} if session else {})}
     request = urllib.request.Request(
@@ -276,8 +273,7 @@ def view_functions(state) -> dict[str, Callable]:
 
 
 def time_endpoints(client, calls: dict, chosen, args, url: str = "", local: InProcess | None = None) -> dict:
-    """Every chosen endpoint: warm-up, then timed calls one at a time (a failure is recorded, not fatal); with
-    ``url`` also through the HTTP API, with ``local`` also the view and the callback in this process."""
+    """Each chosen endpoint timed one call at a time (``url``: HTTP API too; ``local``: in process too)."""
     results: dict = {}
     for label in chosen:
         api_name, make = calls[label]

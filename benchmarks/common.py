@@ -27,9 +27,6 @@ SIMD_FLAGS = (
 )  # fmt: skip
 
 
-# ---------------------------------------------------------------- machine and load
-
-
 def machine() -> dict:
     """Cores, CPU model and SIMD flags, memory, load and library versions: printed beside every number."""
     info: dict = {"cores": cpu_count(), "platform": platform.platform(), "python": platform.python_version()}
@@ -92,9 +89,6 @@ def sgemm_gflops(threads: int, size: int = 1024, repeats: int = 7) -> dict:
     }
 
 
-# ---------------------------------------------------------------- the command line and the record
-
-
 def command_line(kind: str, argv: list[str] | None) -> str:
     """The command as typed, in its canonical form (``argv``: the flags, without the kind).
 
@@ -114,8 +108,7 @@ def main_for(kind: str, args_class: type, run: Callable, argv: list[str] | None)
 
 
 def finish(kind, table, args, argv, load_before, started, results, output="", **extra) -> dict:
-    """The record every benchmark writes: what ran, where, under what load, with which settings; ``table`` prints it
-    (``argv``: the flags; ``load_before``: the load average at the start; ``started``: its perf_counter)."""
+    """Write and print (``table``) the record: what ran, where, under what load, with which settings."""
     record = {
         "kind": kind,
         "command": command_line(kind, argv),
@@ -133,9 +126,6 @@ def finish(kind, table, args, argv, load_before, started, results, output="", **
     write_json(out, record, indent=1)
     print(f"wrote {out}")
     return record
-
-
-# ---------------------------------------------------------------- argument and data helpers
 
 
 def summary_ms(values: list[float]) -> dict:
@@ -175,9 +165,6 @@ def beir_texts(root: Path, name: str) -> Path:
             f"--data-root {str(root)!r} has no {name}/corpus.jsonl: point it at the shared data folder"
         )
     return folder
-
-
-# ---------------------------------------------------------------- tables and figures
 
 
 def markdown_table(header: str | list[str], rows: list[list[str]]) -> str:

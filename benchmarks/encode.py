@@ -193,9 +193,6 @@ def shown_decision(name: str, row: dict) -> str:
     return decision
 
 
-# ---------------------------------------------------------------- the run, step by step
-
-
 @dataclass
 class EncodeInputs:
     names: list[str]
@@ -357,9 +354,6 @@ def run_encode(args: EncodeArgs, argv: list[str] | None = None) -> dict:
     )
     extra = {"sgemm": peaks, "data": data, "timing": timing}
     return finish("encode", format_encode, args, argv, load_before, started, results, **extra)
-
-
-# ---------------------------------------------------------------- table, figure and the report's paragraph
 
 
 COLUMNS = (

@@ -50,7 +50,6 @@ class ReportArgs:
     inputs: list[str] = field(
         metadata={"help": "JSON files written by search, encode, rerank, app and train"}
     )
-    plot: str = flag("", "PNG: search p50 latency and recall@10 against corpus size")
     markdown: str = flag("", "write the tables into this page between its report markers, the rest kept")
     figures: str = flag("docs", "with --markdown: folder for performance-<kind>.png and bench/ JSON copies")
 
@@ -213,9 +212,6 @@ def run_report(args: ReportArgs, argv: list[str] | None = None) -> None:
     figures = Path(args.figures) if args.markdown else None
     body = render(records, figures, docs)
     print(body)
-    if args.plot:
-        search.plot([r for r in records if kind_of(r) == "search"], args.plot)
-        print(f"\nwrote {args.plot}")
     if args.markdown:
         write_section(Path(args.markdown), body)
         print(f"\nwrote {args.markdown} and its figures in {figures}")

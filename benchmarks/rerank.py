@@ -55,8 +55,7 @@ class RerankArgs:
 
 
 def time_candidates(reranker, queries: dict, candidates: dict, sizes: list, args, plain=None) -> dict:
-    """score_pairs(query, its first n ``candidates``) timed for every n, interleaved per query: per n the passes'
-    p50/p95 and the mean tokens of an input; ``plain``: a sentence-transformers CrossEncoder on the same pairs."""
+    """Per n: score_pairs(query, first n ``candidates``) p50/p95 per pass and tokens per input (``plain``: ST's too)."""
     tokenizer = reranker.model.tokenizer
     passages = getattr(reranker, "passages", None)  # a window-reading model scores every window of a text
     results: dict = {str(n): {"passes": [], "tokens": [], "windows": [], "st_passes": []} for n in sizes}
@@ -98,8 +97,7 @@ def time_candidates(reranker, queries: dict, candidates: dict, sizes: list, args
 
 
 def add_compute_bound(results: dict, reranker, threads: int) -> tuple[dict, int]:
-    """(sgemm peak, non-embedding parameters); a pair's compute bound ≈ 2 · parameters · tokens + attention, at
-    the sgemm rate torch reaches here."""
+    """(sgemm peak, non-embedding parameters); a pair's bound: 2 · parameters · tokens + attention at that peak."""
     peak = sgemm_gflops(threads)
     body = reranker.model[0].auto_model
     config = body.config

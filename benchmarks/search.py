@@ -55,9 +55,6 @@ class SearchArgs(IndexSettings):
     query_encode: int = flag(100, "also time encoding this many real queries one at a time (0 = skip)")
 
 
-# ---------------------------------------------------------------- data
-
-
 def real_embeddings(args: SearchArgs) -> tuple[np.ndarray, np.ndarray, str]:
     """(documents, queries, where from): MiniLM embeddings of the real sets, through ctxir's embedding cache."""
     root = Path(args.data_root)
@@ -167,9 +164,6 @@ def exact_top_k(docs: np.ndarray, queries: np.ndarray, k: int, chunk: int = 200_
     return best_i
 
 
-# ---------------------------------------------------------------- timing
-
-
 def time_queries(search: Callable, queries: np.ndarray, args: SearchArgs, limit: int = 0) -> tuple:
     """Per pass: p50/p95 of single-query wall time (ms); the rows found in the first pass (first ``limit``)."""
     for q in queries[: args.warmup]:
@@ -232,9 +226,6 @@ def _check(args: SearchArgs) -> list[str]:
     if "exact" not in names:
         names.insert(0, "exact")  # the baseline every ratio and recall is measured against
     return names
-
-
-# ---------------------------------------------------------------- the run
 
 
 def measure(built: Built, name: str, queries, truth, args: SearchArgs, rss_delta: float) -> dict:
@@ -316,9 +307,6 @@ def run_search(args: SearchArgs, argv: list[str] | None = None) -> dict:
     output = args.output or f"results/bench/search-{args.num_docs}.json"
     extra = {"data": about, "timing": timing, "index_types": names}
     return finish("search", printed, args, argv, load_before, started, results, output=output, **extra)
-
-
-# ---------------------------------------------------------------- table and figure
 
 
 COLUMNS = (

@@ -16,8 +16,7 @@ MAX_WRITES = 400  # more than any operation below needs: a loop that never compl
 
 
 class WriteFaults:
-    """Counts the writes through Python file objects and the native writers patched in (one each); the ``n``-th
-    raises ENOSPC, with ``forever`` every later one too. ``under``: only writes to files under that folder count."""
+    """The ``n``-th write (``forever``: and every later one) under ``under`` raises ENOSPC."""
 
     def __init__(self, n: int, forever: bool = False, under: Path | None = None):
         self.n, self.forever, self.count, self.failed = n, forever, 0, 0
@@ -105,9 +104,8 @@ SAMPLE: int | None = None
 
 
 def each_failure(fn, check, folder: Path, forever: bool, errors=None, under=None, sample=False) -> int:
-    """Run ``fn()`` with the 1st, 2nd, ... write failing until one run meets no failure; after each run no temporary
-    is left under ``folder`` and ``check(outcome, failed)`` holds (``outcome``: the result or the ``errors``, by
-    default ``DiskFullError``, raised). Returns the failure points tried; ``sample``: the first ``SAMPLE`` only."""
+    """``fn()`` with its 1st, 2nd, ... write failing until one run meets none; each leaves no temporary and passes
+    ``check(result or raised error, failed)``. Returns the failure points tried (``sample``: the first ``SAMPLE``)."""
     import pytest
 
     from ctxir.files import DiskFullError

@@ -4,7 +4,6 @@ plain sentence-transformers where ``import ctxir`` fails."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -12,8 +11,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))
 
 RECORD = ROOT / "docs" / "bench" / "hub-user.json"
 DATA = ROOT.parent / "shared" / "data"
@@ -54,21 +52,11 @@ json.dump(out, open(sys.argv[2], "w", encoding="utf-8"))
 """
 
 
-def shipped() -> dict[str, str]:
-    """Each shipped model's repo id → its task ("reranking" or "sts")."""
-    from ctxir.encoders.models import SHIPPED_CLS_LR, SHIPPED_CROSS_ENCODER, SHIPPED_STS_CROSS_ENCODER
-
-    return {SHIPPED_CROSS_ENCODER: "reranking", SHIPPED_CLS_LR: "reranking", SHIPPED_STS_CROSS_ENCODER: "sts"}
-
-
-def bm25_candidates(data: Path, max_queries: int = 0) -> tuple[dict, dict, dict, dict]:
+def bm25_candidates(data: Path) -> tuple[dict, dict, dict, dict]:
     """(queries, qrels, BM25's run, {qid: [(doc_id, "title text"), ...]}) on SciFact test, BM25's top ``DEPTH``."""
     from ctxir import BM25Retriever, load_beir
 
     corpus, queries, qrels = load_beir(data / "scifact", "test")
-    if max_queries:
-        queries = dict(list(queries.items())[:max_queries])
-        qrels = {q: qrels[q] for q in queries}
     hits = BM25Retriever(corpus).search(queries, DEPTH)
     run = {q: {h.doc_id: float(h.score) for h in hs} for q, hs in hits.items()}
     text = {d: f"{doc.get('title', '')} {doc.get('text', '')}".strip() for d, doc in corpus.items()}
@@ -91,23 +79,26 @@ def run_as_hub_user(folders: dict[str, Path], job: dict, root: Path) -> dict:
     return json.loads((root / "out.json").read_text(encoding="utf-8"))
 
 
-def measure(data: Path = DATA, max_queries: int = 0) -> dict:
+def measure(data: Path = DATA) -> dict:
     """Stage the shipped models, score them as a Hub user, and evaluate: → the record."""
     from scipy.stats import spearmanr
 
     from ctxir import evaluate_run, load_sts
-    from ctxir.encoders.models import SHIPPED_BASES, SHIPPED_MODELS
+    from ctxir.encoders import models as shipped
     from ctxir.publish.staging import stage
 
-    queries, qrels, bm25_run, candidates = bm25_candidates(data, max_queries)
+    queries, qrels, bm25_run, candidates = bm25_candidates(data)
     sts = load_sts(data / "stsbenchmark" / "sts-test.csv")
-    tasks = shipped()
+    tasks = dict.fromkeys([shipped.SHIPPED_CROSS_ENCODER, shipped.SHIPPED_CLS_LR], "reranking")
+    tasks[shipped.SHIPPED_STS_CROSS_ENCODER] = "sts"
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         folders = {}
         for repo_id in tasks:
-            staged, base = root / "staged" / repo_id.replace("/", "--"), SHIPPED_BASES[repo_id]
-            folders[repo_id] = stage(SHIPPED_MODELS[repo_id], repo_id, staged, base_model_id=base).folder
+            staged, base = root / "staged" / repo_id.replace("/", "--"), shipped.SHIPPED_BASES[repo_id]
+            folders[repo_id] = stage(
+                shipped.SHIPPED_MODELS[repo_id], repo_id, staged, base_model_id=base
+            ).folder
         pairs = [(a, b) for a, b, _ in sts]
         job = {"models": tasks, "queries": queries, "candidates": candidates, "pairs": pairs}
         scored = run_as_hub_user(folders, job, root / "user")
@@ -129,13 +120,9 @@ def measure(data: Path = DATA, max_queries: int = 0) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DATA, help="the benchmark data folder (../shared/data)")
-    parser.add_argument("--output", type=Path, default=RECORD, help="the record to write")
-    args = parser.parse_args(argv)
-    record = measure(args.data)
-    args.output.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+def main() -> int:
+    record = measure()
+    RECORD.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(record, indent=2))
     return 0
 

@@ -6,8 +6,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))
 
 from ctxir.adapt.queries import ALL_KINDS, QUERY_KINDS  # noqa: E402
 from ctxir.files import read_json  # noqa: E402

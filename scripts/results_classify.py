@@ -16,8 +16,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))
 
 from ctxir.classify.cli import ClassifyArgs  # noqa: E402
 from scripts.results_tables import fmt, write_block  # noqa: E402

@@ -15,8 +15,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))
 
 from ctxir.cli import command_line  # noqa: E402
 from ctxir.evaluation.evaluate import EvaluateArgs  # noqa: E402

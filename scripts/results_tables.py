@@ -23,8 +23,7 @@ def cells(line: str) -> list[str]:
 
 
 def write_block(doc: Path, block: str, heading: str = "") -> None:
-    """Put ``block`` (its first and last lines are its markers) where the doc has those markers; a doc without them
-    gets it at its end under ``heading``, or is refused where there is no heading."""
+    """Put ``block`` (first and last lines: its markers) between the doc's markers, else at its end under ``heading``."""
     start, end = block.splitlines()[0], block.splitlines()[-1]
     text = doc.read_text(encoding="utf-8") if doc.is_file() else ""
     if start in text:

@@ -11,8 +11,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))
 
 from ctxir.kinds import CLS_LR, CROSS_ENCODER, STS_CROSS_ENCODER  # noqa: E402
 from scripts.results_tables import SHIPPED_CROSS_ENCODER, write_block  # noqa: E402

@@ -26,14 +26,14 @@ CHROMIUM_ARGS = [
 ]
 
 
-def shoot(url: str, output: Path, query: str, width: int, height: int) -> None:
+def shoot(url: str, output: Path, query: str) -> None:
     """Search ``query`` re-ranked by the cross-encoder and save the page's first screen as a PNG."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": width, "height": height}, device_scale_factor=1)
+            page = browser.new_page(viewport={"width": 1280, "height": 1500}, device_scale_factor=1)
             page.goto(url)
             page.wait_for_selector("#search-button", timeout=120_000)
             page.fill("#search-query textarea", query)
@@ -53,16 +53,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", default=str(ROOT / "docs" / "app.png"), help="the PNG to write")
     parser.add_argument("--query", default="how do bats find insects at night", help="the search shown")
-    parser.add_argument("--width", type=int, default=1280)
-    parser.add_argument("--height", type=int, default=1500)
-    parser.add_argument("--timeout", type=float, default=300, help="seconds the app may take to start")
     args = parser.parse_args(argv)
     if not CHROMIUM.exists():
         print(f"error: no chromium at {CHROMIUM}: apt-get install -y chromium", file=sys.stderr)
         return 2
-    process, url, _ = start_app({"TOKENIZERS_PARALLELISM": "false"}, args.timeout)
+    process, url, _ = start_app({"TOKENIZERS_PARALLELISM": "false"}, 300)
     try:
-        shoot(url, Path(args.output), args.query, args.width, args.height)
+        shoot(url, Path(args.output), args.query)
     finally:
         stop_app(process)
     print(f"wrote {args.output} ({Path(args.output).stat().st_size // 1024} KB)")

@@ -13,8 +13,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))
 
 from ctxir import kinds  # noqa: E402
 from ctxir.encoders.models import (  # noqa: E402
@@ -80,8 +79,7 @@ def hub_user_row(name: str, record: dict) -> dict:
 
 
 def refresh_rows(folder: Path, name: str) -> None:
-    """metrics.json with the suite's rows rebuilt from evaluation.json (training rows kept, in their order) and the
-    hub-user row first, the only one marked headline."""
+    """metrics.json's suite rows rebuilt from evaluation.json, training rows kept, the hub-user row first (headline)."""
     path = folder / "metrics.json"
     raw = path.read_text(encoding="utf-8")
     metrics = json.loads(raw)

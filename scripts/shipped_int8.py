@@ -26,8 +26,7 @@ DEPTH = 20
 
 
 def load_app(backend: str, cache: Path):
-    """(the app's models with the shipped cross-encoder only, the demo corpus's index), scored through ``backend``,
-    exports and embeddings under ``cache``."""
+    """(the app's models with only the shipped cross-encoder, scoring through ``backend``, the demo index)."""
     from ctxir.app.config import AppConfig
     from ctxir.app.corpus_index import CorpusIndex
     from ctxir.app.models import AppModels
@@ -48,8 +47,7 @@ def load_app(backend: str, cache: Path):
 
 
 def figures(reranker, index, first_stage: str) -> dict[str, float]:
-    """{"first_stage" | "alone" | "fused": nDCG@10} over the judged demo queries, ``reranker`` re-ranking
-    ``first_stage``'s top 20 of ``index``."""
+    """{"first_stage" | "alone" | "fused": nDCG@10} of ``reranker`` over ``first_stage``'s top 20 (demo queries)."""
     from ctxir.data import load_qrels, load_queries
     from ctxir.data.demo import ASSETS
     from ctxir.evaluation import evaluate_run
@@ -95,8 +93,7 @@ def measure(cache: Path, backend: str = "onnx-int8") -> dict:
 
 
 def suite_comparison(int8: dict, torch: dict) -> dict:
-    """Each suite collection's BM25 top-20 nDCG@10, alone and fused, in int8 beside torch, and whether it keeps the
-    rule."""
+    """Each suite collection's BM25 top-20 nDCG@10 (alone, fused) in int8 beside torch, held to the rule."""
     rows = {}
     for name, result in torch.items():
         stage = f"bm25@{DEPTH}"
@@ -125,8 +122,6 @@ def main(argv: list[str] | None = None) -> int:
     from ctxir.files import write_json
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--output", default=str(RECORD), help="where the record goes (JSON)")
-    parser.add_argument("--backend", default="onnx-int8", choices=("torch", "onnx", "onnx-int8"))
     parser.add_argument("--suite", default="", help="an onnx-int8 suite evaluation.json, against torch")
     args = parser.parse_args(argv)
     if args.suite:
@@ -139,8 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(record, indent=1))
         return 0
     with tempfile.TemporaryDirectory() as cache:  # a fresh export, as a first start makes it
-        record = measure(Path(cache), args.backend)
-    write_json(args.output, record, indent=1)
+        record = measure(Path(cache))
+    write_json(RECORD, record, indent=1)
     print(json.dumps({k: v for k, v in record.items() if k != "machine"}, indent=1))
     return 0
 

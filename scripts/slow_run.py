@@ -63,9 +63,8 @@ def outcomes(junit: Path) -> dict:
     return counts
 
 
-def row(date: str, commit: str, counts: dict, minutes: float, note: str = "") -> str:
+def row(date: str, commit: str, counts: dict, minutes: float) -> str:
     failed = ", ".join(f"`{name}`" for name in counts["failures"]) or "none"
-    failed = f"{note}; {failed}" if note else failed
     return (
         f"| {date} | {commit} | {machine()} | {counts['passed']} | {counts['failed']} | {counts['skipped']} | "
         f"{minutes:.0f} | {failed} |"
@@ -102,7 +101,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--commit", help="with --junit: the commit that run started at (default: HEAD)")
     parser.add_argument("--minutes", type=float, help="with --junit: how long that run took")
     parser.add_argument("--date", help="with --junit: the day that run started (default: today, UTC)")
-    parser.add_argument("--note", default="", help="said first in the row's last column (why a run stopped)")
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     commit = args.commit or git("rev-parse", "--short=12", "HEAD")
     date = args.date or datetime.datetime.now(datetime.UTC).date().isoformat()
@@ -115,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         code = subprocess.run([*command, f"--junitxml={junit}", *extra], cwd=ROOT).returncode
         minutes = (time.time() - started) / 60
     counts = outcomes(junit)
-    DOC.write_text(add_row(DOC.read_text(), row(date, commit, counts, minutes, args.note)))
+    DOC.write_text(add_row(DOC.read_text(), row(date, commit, counts, minutes)))
     print(f"recorded in {DOC}: {counts['passed']} passed, {counts['failed']} failed, {minutes:.0f} min")
     return code if code is not None else int(counts["failed"] > 0)
 

@@ -53,9 +53,6 @@ class SoakArgs:
     output: str = flag("results/soak.json", "JSON written here")
 
 
-# ---------------------------------------------------------------- what the app process holds
-
-
 def held(pid: int) -> tuple[int | None, int | None]:
     """(open file descriptors, threads) of ``pid``; None once it has gone."""
     try:
@@ -77,9 +74,6 @@ def output_files(folder: Path) -> list[tuple[str, int]]:
     return found
 
 
-# ---------------------------------------------------------------- the checks
-
-
 def in_window(rows: list[dict], bounds: tuple[float, float], key: str = "t") -> list[dict]:
     return [r for r in rows if bounds[0] <= r[key] < bounds[1]]
 
@@ -96,8 +90,7 @@ def p50(values) -> float:
 
 
 def p50_ratio_bounds(first: list, last: list, block_s=5.0, confidence=0.95, resamples=4000, seed=0) -> dict:
-    """p50(last) / p50(first) of two windows' (t, seconds) searches, and one-sided bounds on it at ``confidence``
-    by a block bootstrap over ``block_s``-second blocks (neighbouring searches are not independent)."""
+    """p50(last) / p50(first) of two windows' (t, seconds) searches, with one-sided block-bootstrap bounds."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -221,9 +214,6 @@ def analyse(samples: list[dict], requests: list[dict], seconds: float, cap_bytes
         "no_error_or_hang": counts["error"] == 0 and counts["hung"] == 0,
     }
     return {"figures": figures, "checks": checks}
-
-
-# ---------------------------------------------------------------- the run
 
 
 def run(args: SoakArgs) -> dict:

@@ -66,8 +66,10 @@ def test_the_record_says_how_it_was_measured(record):
 
 def test_report_prints_tables_and_a_plot(record, tmp_path, capsys):
     _, out = record
-    png = tmp_path / "search.png"
-    assert report.main(["--inputs", out, "--plot", str(png)]) == 0
+    png = tmp_path / "performance-search.png"
+    assert (
+        report.main(["--inputs", out, "--markdown", str(tmp_path / "r.md"), "--figures", str(tmp_path)]) == 0
+    )
     printed = capsys.readouterr().out
     assert "| ctxir-ann |" in printed and "2,000 documents" in printed
     assert png.stat().st_size > 1000
@@ -102,9 +104,7 @@ def test_a_subset_of_indexes_still_measures_exact_first(tmp_path):
     )
     data = json.loads(out.read_text())
     results = data["results"]
-    assert data["command"].startswith(
-        "python -m benchmarks.search --num-docs 300 "
-    )
+    assert data["command"].startswith("python -m benchmarks.search --num-docs 300 ")
     assert list(results) == ["exact", "binary"]
     assert results["exact"]["timed_queries"] == 3 and results["binary"]["timed_queries"] == 5
 
