@@ -174,9 +174,7 @@ def run(args: ClassifyArgs) -> dict:
             config = {"weights": args.weights, **k_choice} if method == "knn" else {}
             fitted = {v: (make_classifier(v, encoder, args.weights), config) for v in variants}
         for name, (classifier, config) in fitted.items():
-            started = (
-                time.perf_counter()
-            )  # fitting and predicting; choosing k or the template is not the speed
+            started = time.perf_counter()  # fitting and predicting: choosing k or a template is not timed
             if method != "zero-shot":
                 classifier.fit_embeddings(train_x, train_y)
             predictions[name] = classifier.predict_labels(test_x)

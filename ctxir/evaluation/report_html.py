@@ -27,10 +27,6 @@ def _finalize(value):
     )
 
 
-def _num(value, digits: int = 4) -> str:
-    return "–" if value is None else f"{value:.{digits}f}"
-
-
 def _colour(value: float, scale: float) -> str:
     """Red for a contribution that raises the score, violet for one that lowers it; opacity by size."""
     if not value or not scale:
@@ -84,7 +80,11 @@ def _differences_image(comparison: Mapping | None) -> tuple[str, str]:
     return "data:image/png;base64," + base64.b64encode(png.getvalue()).decode("ascii"), alt
 
 
-def _template():
+def render_report(cases: Sequence[Mapping], meta: Mapping, standalone: bool = True) -> str:
+    """The report as self-contained, HTML-escaped HTML; ``standalone=False`` gives a ``<div>`` to embed in a page."""
+    metric = meta.get("metric", cases[0]["metric"] if cases else "nDCG@10")
+    raises, lowers = (",".join(map(str, rgb)) for rgb in (RAISES_RGB, LOWERS_RGB))
+    differences_png, differences_alt = _differences_image(meta.get("comparison"))
     # autoescape stays off: _finalize escapes every expression
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
@@ -94,7 +94,7 @@ def _template():
         undefined=jinja2.StrictUndefined,
     )
     env.globals.update(
-        num=_num,
+        num=lambda value, digits=4: "–" if value is None else f"{value:.{digits}f}",
         colour=_colour,
         percent=lambda v: f"{v:.2%}",
         what_happened=_what_happened,
@@ -105,15 +105,7 @@ def _template():
         special_tokens=SPECIAL_TOKENS,
         max_terms=MAX_TERMS_SHOWN,
     )
-    return env.get_template("report.html.j2")
-
-
-def render_report(cases: Sequence[Mapping], meta: Mapping, standalone: bool = True) -> str:
-    """The report as self-contained, HTML-escaped HTML; ``standalone=False`` gives a ``<div>`` to embed in a page."""
-    metric = meta.get("metric", cases[0]["metric"] if cases else "nDCG@10")
-    raises, lowers = (",".join(map(str, rgb)) for rgb in (RAISES_RGB, LOWERS_RGB))
-    differences_png, differences_alt = _differences_image(meta.get("comparison"))
-    return _template().render(
+    return env.get_template("report.html.j2").render(
         cases=cases,
         meta=meta,
         metric=metric,

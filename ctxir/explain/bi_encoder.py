@@ -198,9 +198,8 @@ def _bi_encoder_ig(st, query: str, document: str, n_steps: int, max_steps: int, 
     d_base = words(baseline_ids(tokenizer, d_enc["input_ids"], baseline)).detach()
     needs_layers = any(getattr(m, "layer", -1) != -1 for m in list(st)[1:])
 
-    def embed(
-        word_vectors: torch.Tensor, enc: dict
-    ) -> torch.Tensor:  # (batch, tokens, hidden) → (batch, dim)
+    def embed(word_vectors: torch.Tensor, enc: dict) -> torch.Tensor:
+        """(batch, tokens, hidden) → (batch, dim)"""
         batch = word_vectors.shape[0]
         mask = enc["attention_mask"].expand(batch, -1)
         kwargs = (

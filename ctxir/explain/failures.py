@@ -265,9 +265,8 @@ def _reranker_explainer(reranker, n_steps: int, corpus: Mapping):
         }
         sides, query_parts = {}, []
         for side, run in runs.items():
-            start = run.get("sentence_b_start") or len(
-                run["tokens"]
-            )  # no segment ids: all shown as the document
+            # no segment ids: all shown as the document
+            start = run.get("sentence_b_start") or len(run["tokens"])
             query_parts.append((run["tokens"][:start], run["attributions"][:start]))
             tokens = _word_values(run["tokens"][start:], run["attributions"][start:])
             sides[side] = {"tokens": tokens, **{key: run[key] for key in keys}}

@@ -29,9 +29,8 @@ def head_scores(head: Sequence, enc: dict, last_hidden: torch.Tensor) -> torch.T
 
 def pair_vectors(output, enc: dict, layer: int = -1, head: Sequence | None = None) -> torch.Tensor:
     """(batch, hidden) the [CLS] vectors of ``layer``; (batch, hidden + 1) with ``head``'s score appended."""
-    hidden = (
-        output.last_hidden_state if layer == -1 else output.hidden_states[layer]
-    )  # (batch, tokens, hidden)
+    # (batch, tokens, hidden)
+    hidden = output.last_hidden_state if layer == -1 else output.hidden_states[layer]
     cls = hidden[:, 0].float()
     if head is None:
         return cls
