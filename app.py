@@ -135,8 +135,7 @@ def serve(args: AppArgs) -> int:
     if os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "true"):
         raise CtxirError(
             "this Space runs on ZeroGPU hardware (SPACES_ZERO_GPU is set), which ctxir does not support: choose "
-            "'CPU basic' (the free 2-vCPU hardware the app is built for) or a GPU such as 'Nvidia T4' in the Space's "
-            "settings (docs/guides/publish.md)"
+            "'CPU basic' or a GPU such as 'Nvidia T4' in the Space's settings (docs/guides/publish.md)"
         )
     asyncio.set_event_loop_policy(ClosingEventLoopPolicy())  # before gradio makes its first loop
     retry_spaces_reload_server()

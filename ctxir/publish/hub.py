@@ -79,23 +79,13 @@ def push(
 
 @dataclass
 class PushArgs:
-    model_dir: str = flag(
-        help="training output folder (model files + metrics.json), or a `ctxir adapt` output"
-    )
+    model_dir: str = flag(help="training output (model files + metrics.json), or a `ctxir adapt` output")
     repo_id: str = flag(help="Hub id 'owner/name', e.g. ctxir/minilm-scifact-bi-encoder")
     staging_dir: str = flag("", "where to stage (default <model-dir>/../hub/<owner>--<name>)")
-    base_model_id: str = flag(
-        "", "the card's base_model Hub id: required when metrics.json names a local folder"
-    )
-    figures: list[str] = field(
-        default_factory=list, metadata={"help": "extra figure files (.png/.svg/.html)"}
-    )
-    corpus_license: str = flag(
-        "", "a `ctxir adapt` folder only (required there): its corpus's license, e.g. cc-by-4.0"
-    )
-    evaluation: str = flag(
-        "", "a `ctxir adapt` folder only: its `ctxir evaluate --output` file, for the card"
-    )
+    base_model_id: str = flag("", "the card's base_model Hub id: needed where metrics.json names a folder")
+    figures: list[str] = field(default_factory=list, metadata={"help": "extra figures (.png/.svg/.html)"})
+    corpus_license: str = flag("", "`ctxir adapt` only (required): the corpus's license, e.g. cc-by-4.0")
+    evaluation: str = flag("", "`ctxir adapt` folders only: its `ctxir evaluate --output` file, for the card")
     private: bool = flag(False, "create the repo private (ignored if it exists)")
     revision: str = flag("", "branch to push to (created if missing)")
     create_pr: bool = flag(False, "open a pull request instead of committing")
