@@ -1,6 +1,4 @@
-"""Bi-encoder encoding with a choice of pooling and layer, and a persistent embedding cache.
-
-``BiEncoder`` swaps the model's pooling for ``LayerPooling`` only when another pooling or layer is asked for."""
+"""Bi-encoder encoding with a choice of pooling and layer (``LayerPooling`` only when asked), and an embedding cache."""
 
 from __future__ import annotations
 
@@ -63,8 +61,7 @@ def hash_texts(digest, texts: Sequence[str], block: int = 8192) -> None:
 
 
 def model_prompts(model) -> dict[str, str]:
-    """``{"query": ..., "document": ...}``: the prompts a SentenceTransformer declares ("" where none), chosen as
-    ``encode_query`` / ``encode_document`` do, except that an empty "document" entry hides no "passage" prompt."""
+    """``{"query": ..., "document": ...}``: the prompts a SentenceTransformer declares ("" where none)."""
     prompts = getattr(model, "prompts", None) or {}
     document = next((prompts[name] for name in DOCUMENT_PROMPT_NAMES if prompts.get(name)), "")
     return {"query": prompts.get("query") or "", "document": document}
@@ -82,9 +79,9 @@ def set_prompts(model, query: str | None, document: str | None) -> None:
     model.prompts = prompts
 
 
-def _check_prompt(prompt, name: str) -> str | None:
+def _check_prompt(prompt, name: str, own: str | None = None) -> str | None:
     if prompt is None or isinstance(prompt, str):
-        return prompt
+        return own if prompt is None else prompt
     raise CtxirError(f'{name} must be a string ("" for no prompt) or None (the model\'s own), got {prompt!r}')
 
 
@@ -192,10 +189,8 @@ class BiEncoder:
         if not isinstance(self.model, SentenceTransformer):
             raise CtxirError(f"model must be a SentenceTransformer or a name, got {type(model).__name__}")
         own = model_prompts(self.model)
-        self.query_prompt = _check_prompt(query_prompt, "query_prompt")
-        self.query_prompt = own["query"] if self.query_prompt is None else self.query_prompt
-        self.document_prompt = _check_prompt(document_prompt, "document_prompt")
-        self.document_prompt = own["document"] if self.document_prompt is None else self.document_prompt
+        self.query_prompt = _check_prompt(query_prompt, "query_prompt", own["query"])
+        self.document_prompt = _check_prompt(document_prompt, "document_prompt", own["document"])
         modes = (getattr(module, "pooling_mode", None) for module in self.model)
         self.native_pooling = next((mode for mode in modes if isinstance(mode, str)), None)
         self.pooling = pooling or self.native_pooling or "mean"

@@ -23,8 +23,7 @@ class SegmentCosineHead(reranker_heads.SegmentCosineHead):
 
 
 def save_cross_encoder(model, folder: str | Path) -> None:
-    """``model.save_pretrained(folder)``, the folder marked unfinished (``SAVE_INCOMPLETE``) until it completes:
-    sentence-transformers writes in place, so a stopped save can mix two models; ``load_cross_encoder`` refuses it."""
+    """``model.save_pretrained(folder)``, marked unfinished (``SAVE_INCOMPLETE``) until it completes."""
     marker = Path(folder, SAVE_INCOMPLETE)
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.touch()
@@ -39,8 +38,7 @@ def layer_of(parameter: str) -> int | None:
 
 
 class TopLayersTransformer(Transformer):
-    """A ``Transformer`` saved as its base model's Hub id + its trained top layers (float16): a few MB to ship.
-    ``freeze_below(n)`` freezes the embeddings and every layer under ``n`` (PreTTR-style)."""
+    """A ``Transformer`` saved as its base model's Hub id + its trained top layers (float16) only."""
 
     base_model: str = ""
     trained_from: int = 0

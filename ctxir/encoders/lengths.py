@@ -6,8 +6,6 @@ from ctxir.types import CtxirError
 
 # position ids of these start after the padding index: pad_token_id + 1 fewer tokens
 _OFFSET_POSITIONS = frozenset({"roberta", "xlm-roberta", "camembert", "mpnet", "longformer", "data2vec-text"})
-# a tokenizer without a limit of its own reports 1e30
-_UNBOUNDED = 10**9
 
 
 def position_limit(config) -> int | None:
@@ -23,8 +21,7 @@ def position_limit(config) -> int | None:
 def max_length_for(
     requested: int | None, own: int | None = None, positions: int | None = None, *, name: str = "max_length"
 ) -> int | None:
-    """Tokens per input: ``requested``, or the model's own ``own`` for None or 0; never beyond ``positions``; None
-    only when nothing is known."""
+    """Tokens per input: ``requested``, or the model's own ``own`` for None or 0; never beyond ``positions``."""
     if requested is not None and (
         isinstance(requested, bool) or not isinstance(requested, int) or requested < 0
     ):
@@ -32,7 +29,7 @@ def max_length_for(
             f"{name} must be a whole number of tokens ≥ 1, or 0 / None for the model's own limit; "
             f"got {requested!r}"
         )
-    length = requested or (own if own and own < _UNBOUNDED else None)
+    length = requested or (own if own and own < 10**9 else None)  # no limit of its own: 1e30
     if positions:
         length = min(length, positions) if length else positions
     return length

@@ -176,11 +176,7 @@ def pick_device(device: str | None = "auto") -> str:
     if device not in DEVICES and not device.startswith("cuda:"):
         raise CtxirError(f"device {device!r} is not known: use one of {', '.join(DEVICES)} (or cuda:N)")
     if device == "auto":
-        if torch.cuda.is_available():
-            return "cuda"
-        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-            return "mps"
-        return "cpu"
+        return "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise CtxirError(
             f"device {device!r} was asked for but no CUDA GPU is visible: use --device cpu or auto"
@@ -246,7 +242,7 @@ def load_cross_encoder(
     except (OSError, ValueError) as err:
         raise CtxirError(f"could not load cross-encoder {name!r} from {path}: {err}") from err
     # passages.json's read_tokens: the tokens a (query, window) pair is read with
-    record = read_json(Path(path) / PASSAGES_FILE) if Path(path, PASSAGES_FILE).is_file() else {}
+    record = read_json(Path(path) / PASSAGES_FILE)
     read_tokens = record.get("read_tokens", 0) if isinstance(record, dict) else 0
     if isinstance(read_tokens, int) and read_tokens > 0:
         set_max_length(model, read_tokens, name=f"{name!r}'s passages.json read_tokens")
@@ -311,8 +307,7 @@ def _saved_activation(folder: Path):
 
 
 def _adapter_cross_encoder(path: str, device: str):
-    """A cross-encoder saved as an adapter: a sequence-classification head (in the adapter), or the adapted body
-    followed by the saved modules (e.g. a segment-cosine head)."""
+    """An adapter cross-encoder: a sequence-classification head, or the adapted body and the saved modules."""
     from sentence_transformers import CrossEncoder
 
     folder = Path(path)
@@ -378,12 +373,11 @@ def load_transformer(name: str = DEFAULT_BI_ENCODER, device: str = "auto", atten
 
 
 def top_layers_config(path: str | Path) -> dict:
-    return read_json(Path(path) / TOP_LAYERS_CONFIG) if (Path(path) / TOP_LAYERS_CONFIG).is_file() else {}
+    return read_json(Path(path) / TOP_LAYERS_CONFIG)
 
 
 def apply_top_layers(model: torch.nn.Module, weights: str | Path) -> torch.nn.Module:
-    """Load trained top layers (a ``TopLayersTransformer``'s safetensors, or the folder holding it) into ``model``,
-    a plain transformers model of their base."""
+    """Load a ``TopLayersTransformer``'s trained layers (its safetensors or folder) into ``model``, their base."""
     from safetensors.torch import load_file
 
     weights = Path(weights)
@@ -412,9 +406,7 @@ _GUARD = threading.Lock()
 
 
 def model_lock(model) -> threading.RLock:
-    """The re-entrant lock of ``model``'s input embeddings (two wrappers of one body share it), held by every torch
-    pass: Integrated Gradients hooks the word embeddings for a whole explanation, which another thread's pass
-    would otherwise read."""
+    """The re-entrant lock of ``model``'s input embeddings, held by every torch pass (Integrated Gradients hooks them)."""
     key = model
     if not isinstance(model, torch.nn.Embedding):
         body = model

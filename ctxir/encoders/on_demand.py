@@ -48,13 +48,7 @@ def is_hub_id(name: str) -> bool:
 
 
 def check_model_name(name, what: str = "model", allow_paths: bool = True) -> str:
-    """``name`` stripped, once it has the shape of a Hub id or (``allow_paths``) names a local folder; no network.
-
-    >>> check_model_name("not a model", "reranker")
-    Traceback (most recent call last):
-        ...
-    ctxir.types.CtxirError: reranker 'not a model' is not a Hub id or a local folder: type a Hub id such as 'cross-encoder/ms-marco-MiniLM-L6-v2' (org/name), or the path of a model folder on this machine
-    """
+    """``name`` stripped, once it has the shape of a Hub id or (``allow_paths``) names a local folder; no network."""
     if not isinstance(name, str) or not name.strip():
         raise CtxirError(f"{what} is empty: type a Hub id such as {MS_MARCO_CROSS_ENCODER!r} (org/name)")
     name = name.strip()
@@ -62,11 +56,7 @@ def check_model_name(name, what: str = "model", allow_paths: bool = True) -> str
         return name
     if re.fullmatch(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}", name) and ".." not in name:
         return name
-    where = (
-        ", or the path of a model folder on this machine"
-        if allow_paths
-        else " (this app loads no local paths)"
-    )
+    where = ", or a local model folder's path" if allow_paths else " (this app loads no local paths)"
     raise CtxirError(
         f"{what} {name!r} is not a Hub id{' or a local folder' if allow_paths else ''}: type a Hub id such as "
         f"{MS_MARCO_CROSS_ENCODER!r} (org/name){where}"
@@ -77,12 +67,12 @@ def remote_code_needed(folder: str | Path) -> str:
     """Why the model in ``folder`` needs its repository's code to load ('' when it needs none)."""
     folder = Path(folder)
     for file in ("config.json", "tokenizer_config.json"):
-        record = read_json(folder / file) if (folder / file).is_file() else {}
+        record = read_json(folder / file)
         if isinstance(record, dict) and record.get("auto_map"):  # transformers' remote code
             return f"its {file} maps classes to the repository's own code (auto_map)"
     if is_ctxir_modular(folder):  # ctxir's own loader refuses any module it does not name
         return ""
-    modules = read_json(folder / "modules.json") if (folder / "modules.json").is_file() else []
+    modules = read_json(folder / "modules.json")
     for entry in modules if isinstance(modules, list) else []:
         kind = str(entry.get("type", ""))
         if kind and not kind.startswith(TRUSTED_MODULE_PREFIXES):
@@ -95,8 +85,7 @@ def remote_code_needed(folder: str | Path) -> str:
 def fetch_model(
     name: str, what: str = "model", *, allow_remote_code: bool = False, allow_paths: bool = True
 ) -> str:
-    """The local folder of model ``name``, downloaded when not cached and online; refused with what to do for a
-    bad name, an uncached id while offline, or a model that needs its repository's code unless ``allow_remote_code``."""
+    """The local folder of model ``name``, downloaded when not cached and online; refused with what to do otherwise."""
     name = check_model_name(name, what, allow_paths)
     if is_hub_id(name) and hub_offline() and name not in SHIPPED_MODELS and name not in _PACKAGED_ALIASES:
         from huggingface_hub import constants, snapshot_download
@@ -135,11 +124,10 @@ def model_role(folder: str | Path) -> str:
         )
     if is_adapter(folder) or is_ctxir_modular(folder) or top_layers_config(folder):
         return kinds.CROSS_ENCODER
-    st_config = folder / "config_sentence_transformers.json"
-    settings = read_json(st_config) if st_config.is_file() else {}
+    settings = read_json(folder / "config_sentence_transformers.json")
     if isinstance(settings, dict) and "CrossEncoder" in str(settings.get("model_type", "")):
         return kinds.CROSS_ENCODER
-    config = read_json(folder / "config.json") if (folder / "config.json").is_file() else {}
+    config = read_json(folder / "config.json")
     architectures = config.get("architectures") or [] if isinstance(config, dict) else []
     if any(str(a).endswith("ForSequenceClassification") for a in architectures):
         return kinds.CROSS_ENCODER
@@ -147,8 +135,7 @@ def model_role(folder: str | Path) -> str:
 
 
 def load_model_fresh(role: str, name: str, device: str = "auto", trust_remote_code: bool = False):
-    """A new, uncached copy of model ``name``: role "bi-encoder" → SentenceTransformer, "cross-encoder" →
-    CrossEncoder, "inspect" → (tokenizer, eager-attention AutoModel)."""
+    """A new, uncached copy of model ``name`` as ``role``: "bi-encoder", "cross-encoder" or "inspect"."""
     from sentence_transformers import CrossEncoder, SentenceTransformer
     from transformers import AutoModel, AutoTokenizer
 

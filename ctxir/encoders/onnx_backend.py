@@ -39,8 +39,7 @@ def _say(progress: bool, message: str) -> None:
 
 
 class _Session:
-    """An ONNX Runtime CPU session over ``path``; ``threads`` 0 = one per core, ``spin=False`` threads sleep between runs.
-    Each run gives its activations' memory back (the CPU arena otherwise keeps its peak)."""
+    """An ONNX Runtime CPU session over ``path`` whose runs give their activations' memory back."""
 
     def __init__(
         self, path: str | Path, threads: int = 0, spin: bool = True, what: str = "backend 'onnx-int8'"
@@ -66,8 +65,7 @@ class _Session:
 
 
 class OnnxEncoder(_Session):
-    """A SentenceTransformer's transformer in ONNX Runtime, pooled and normalised in torch, batched by length as
-    ``SentenceTransformer.encode``; dynamic int8 scales per batch, so a vector moves slightly with its batch-mates."""
+    """A SentenceTransformer's transformer in ONNX Runtime, pooled and normalised in torch, batched by length."""
 
     def __init__(
         self,
@@ -137,7 +135,7 @@ def _export_once(target: Path, make: Callable[[], object], progress: bool, messa
     return target
 
 
-def _open_exported(export: Callable[[], Path], session: Callable, progress: bool, *also: Path):
+def _open_exported(export: Callable[[], Path], session: Callable, *also: Path):
     """``session(export())``; a file ONNX Runtime cannot read is removed (with ``also``) and made again once."""
     for attempt in range(2):
         path = export()
@@ -150,15 +148,13 @@ def _open_exported(export: Callable[[], Path], session: Callable, progress: bool
                 raise CtxirError(
                     f"{path} could not be loaded by ONNX Runtime ({type(err).__name__}: {err}): use backend 'torch'"
                 ) from err
-            _say(progress, f"{path} could not be loaded ({type(err).__name__}); exporting again")
+            _say(True, f"{path} could not be loaded ({type(err).__name__}); exporting again")
             for stale in (path, *also):
                 stale.unlink(missing_ok=True)
-    raise AssertionError("unreachable")
 
 
 def int8_model(model, folder: str | Path, progress: bool = True) -> Path:
-    """``folder/model-int8-dynamic.onnx`` (``folder`` keyed by the weights), made the first time; a float32 export
-    made on the way is removed."""
+    """``folder/model-int8-dynamic.onnx`` (``folder`` keyed by the weights), made the first time."""
     folder = Path(folder)
 
     def make() -> None:
@@ -181,14 +177,12 @@ def open_int8(
     pooling: str,
     threads: int = 0,
     batch_size: int = 32,
-    progress: bool = True,
     include_prompt: bool = True,
 ) -> OnnxEncoder:
     """An ``OnnxEncoder`` over ``int8_model``, sessions shared per model and settings; an unreadable file is made again once."""
     return _open_exported(
-        lambda: int8_model(model, folder, progress),
+        lambda: int8_model(model, folder),
         lambda path: OnnxEncoder(path, model, pooling, threads, batch_size, include_prompt),
-        progress,
     )
 
 
@@ -226,11 +220,8 @@ class OnnxCrossEncoder(_Session):
         return np.concatenate(parts)[np.argsort(order)]  # back to the input order
 
 
-def open_cross_encoder(
-    model, folder: str | Path, threads: int = 0, progress: bool = True, int8: bool = False
-) -> OnnxCrossEncoder:
-    """An ``OnnxCrossEncoder`` over the body exported into ``folder`` (remade once if unreadable); ``int8``: the
-    MatMuls of ``frozen_layers(model)`` in int8."""
+def open_cross_encoder(model, folder: str | Path, threads: int = 0, int8: bool = False) -> OnnxCrossEncoder:
+    """An ``OnnxCrossEncoder`` over the body exported into ``folder``; ``int8``: ``frozen_layers``' MatMuls in int8."""
     folder = Path(folder)
     int8 = int8 and len(frozen_layers(model)) > 0  # none of the base left unchanged: float32
     target = folder / (FROZEN_INT8_FILE if int8 else FP32_FILE)
@@ -250,8 +241,7 @@ def open_cross_encoder(
 
     what = f"{'onnx-int8' if int8 else 'onnx'} for this cross-encoder: exporting it to {folder}"
     return _open_exported(
-        lambda: _export_once(target, make, progress, what),
+        lambda: _export_once(target, make, True, what),
         lambda path: OnnxCrossEncoder(path, model, threads),
-        progress,
         *([folder / FP32_FILE] if int8 else []),
     )

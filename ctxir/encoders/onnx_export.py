@@ -21,7 +21,6 @@ INT8_FILE = "model-int8-dynamic.onnx"
 FROZEN_INT8_FILE = (
     "model-int8-frozen-layers.onnx"  # a cross-encoder's base layers int8, its trained ones float32
 )
-INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 logger = logging.getLogger("ctxir")
 
 
@@ -85,7 +84,7 @@ def export_onnx(model, folder: str | Path, progress: bool = True, sample: list |
 
         body = copy.deepcopy(body).to("cpu")
     sample = model.preprocess(sample or ["a short text", "a somewhat longer text to export with"])
-    names = [n for n in INPUT_NAMES if n in sample]  # BERT-like: all three; RoBERTa-like: no token_type_ids
+    names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in sample]  # RoBERTa: no types
 
     class Body(torch.nn.Module):
         def __init__(self, inner):
@@ -208,8 +207,7 @@ def quantise_dynamic(fp32: Path, out: Path, nodes: list[str] | None = None) -> N
 
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
-    """No log records below ERROR while exporting or quantising: the exporter's torchvision warnings and the
-    quantiser's pre-processing advice stay out of the output."""
+    """No log records below ERROR while exporting or quantising."""
     logging.disable(logging.WARNING)
     try:
         yield

@@ -18,10 +18,10 @@ def segment_means(
     """Mean token vector of each segment of ``[CLS] a [SEP] b [SEP]`` (token type 0 / 1), padding left out."""
     mask = attention_mask.to(tokens.dtype)
     types = token_type_ids.to(tokens.dtype)
-    a_mask, b_mask = mask * (1 - types), mask * types  # (batch, tokens)
-    a = (tokens * a_mask.unsqueeze(-1)).sum(1) / a_mask.sum(1, keepdim=True).clamp(min=1)
-    b = (tokens * b_mask.unsqueeze(-1)).sum(1) / b_mask.sum(1, keepdim=True).clamp(min=1)
-    return a, b
+    return tuple(
+        (tokens * m.unsqueeze(-1)).sum(1) / m.sum(1, keepdim=True).clamp(min=1)
+        for m in (mask * (1 - types), mask * types)
+    )
 
 
 def segment_cosine_scores(
@@ -58,7 +58,6 @@ def load_head_files(
 
 # RBF kernels over query-document token cosines, beside the exact match of token ids
 MATCH_KERNELS: tuple[float, ...] = (0.9, 0.7, 0.5, 0.3)
-MATCH_SIGMA = 0.1
 
 
 def term_match_per_token(
@@ -68,7 +67,7 @@ def term_match_per_token(
     token_type_ids: torch.Tensor,
     weights: torch.Tensor,
     kernels: tuple[float, ...] = MATCH_KERNELS,
-    sigma: float = MATCH_SIGMA,
+    sigma: float = 0.1,
 ) -> torch.Tensor:
     """(batch, tokens, 1 + len(kernels)): each query token's term-match features (0 elsewhere); summed over tokens,
     the pair's (CEDR-KNRM style). Token i of segment a: w_i · log(1 + #{j in b: id_j = id_i}) / |a| and, per kernel k,
@@ -88,8 +87,7 @@ def term_match_per_token(
 
 
 class SegmentCosineHead(Module):
-    """Reads a pair's ``token_embeddings``, writes ``scores`` (batch, 1): ``segment_cosine_scores`` of the
-    segments' means, optionally + a learned term-match term."""
+    """Writes ``scores`` (batch, 1): ``segment_cosine_scores`` of the segments' means [+ a term-match term]."""
 
     config_keys: ClassVar[list[str]] = ["hidden_size", "init_scale", "term_match"]
     config_file_name = "config.json"
@@ -175,8 +173,7 @@ def cls_lr_logit(features, coef, intercept):
 
 
 class ClsLrHead(Module):
-    """Writes ``scores`` (batch, 1) = coef · [CLS vector; the previous head's score if ``score_feature``] + intercept,
-    from the CLS-LR ranker's own files (``cls_lr_config.json``, ``cls_lr.safetensors``)."""
+    """Writes ``scores`` (batch, 1) = coef · [CLS vector; the previous head's score if ``score_feature``] + intercept."""
 
     def __init__(self, hidden_size: int, score_feature: bool = False):
         super().__init__()

@@ -130,8 +130,7 @@ def _ensure_ray(address: str | None, num_cpus: int, runtime_env: dict | None):
 
 @dataclass(frozen=True)
 class ShardingSettings:
-    """How ``encode_sharded`` runs: ``shard_size`` rows a file, each worker's resources (one GPU, or one CPU
-    thread), the encoder's settings for a model given by name, and Ray."""
+    """How ``encode_sharded`` runs: rows a file, each worker's GPU or CPU thread, the encoder's settings, Ray."""
 
     num_workers: int = 1
     batch_size: int = 32
@@ -172,17 +171,12 @@ class _ShardJob:
 
 
 def encode_sharded(corpus: Corpus, model, output_dir: str | Path, **options) -> ShardedEncoding:
-    """Encode ``corpus`` with ``num_workers`` Ray actors into ``output_dir``; return what was done.
-
-    ``model``: a name every worker can resolve, or a ``BiEncoder``/``SentenceTransformer`` (shipped by Ray).
-    ``options``: ``ShardingSettings``'s fields. The files do not depend on ``num_workers``. Ray is started here unless
-    it is running."""
+    """Encode ``corpus`` with Ray actors into ``output_dir``; ``model``: a name, ``BiEncoder`` or ``SentenceTransformer``."""
     job = _shard_job(corpus, model, Path(output_dir), check_options(ShardingSettings, options))
-    fingerprint = job.fingerprint
     todo = [
         (i, a, b)
         for i, a, b in job.plan
-        if not shard_complete(job.folder, i, job.digests[i], fingerprint, b - a)
+        if not shard_complete(job.folder, i, job.digests[i], job.fingerprint, b - a)
     ]
     result = ShardedEncoding(
         job.folder / MANIFEST_NAME, {}, skipped=sorted(set(range(len(job.plan))) - {i for i, _, _ in todo})

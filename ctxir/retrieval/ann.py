@@ -29,10 +29,6 @@ from ctxir.types import CtxirError, Hit
 FORMAT = "ctxir-ann/2"
 # How each document is stored in its cell: 8-bit or 16-bit scalar codes, or the float32 vector itself.
 CODES = {"sq8": "SQ8", "fp16": "SQfp16", "flat": "Flat"}
-# Rows hashed into the fingerprint (evenly spaced); ``key`` (the embedding cache key) covers every row
-FINGERPRINT_ROWS = 4096
-# faiss's minimum of training points per cell
-MIN_POINTS_PER_CELL = 39
 
 
 @dataclass(frozen=True)
@@ -49,7 +45,7 @@ class AnnParams:
     def resolved(self, n: int) -> AnnParams:
         """These settings with every 0 replaced by its value for a corpus of ``n`` documents."""
         nlist = self.nlist or 2 ** round(math.log2(max(1.0, 4 * math.sqrt(n))))
-        nlist = max(1, min(nlist, n // MIN_POINTS_PER_CELL)) if not self.nlist else nlist
+        nlist = max(1, min(nlist, n // 39)) if not self.nlist else nlist  # faiss: ≥ 39 points a cell
         return replace(
             self,
             nlist=nlist,
@@ -81,7 +77,7 @@ def _check_params(params: AnnParams | None, n: int) -> AnnParams:
 def fingerprint(embeddings: np.ndarray, params: AnnParams, key: str = "") -> str:
     """sha256 of the shape, the (resolved) build settings, ``key`` and a strided sample of rows."""
     n, dim = embeddings.shape
-    rows = np.unique(np.linspace(0, n - 1, min(n, FINGERPRINT_ROWS)).astype(np.int64))
+    rows = np.unique(np.linspace(0, n - 1, min(n, 4096)).astype(np.int64))
     build = {k: getattr(params, k) for k in ("nlist", "codes", "train_size", "seed")}  # not nprobe, rescore
     record = {"format": FORMAT, "shape": [n, dim], "build": build, "key": key}
     digest = hashlib.sha256(json.dumps(record, sort_keys=True).encode())
@@ -89,17 +85,14 @@ def fingerprint(embeddings: np.ndarray, params: AnnParams, key: str = "") -> str
     return digest.hexdigest()[:32]
 
 
-# faiss's read_index trusts a file's header sizes (a damaged one can crash the process), so they are checked first
-IVF_FOURCCS = (b"IwSq", b"IwFl")
-
-
 def _header_matches(path: Path, count: int, dim: int) -> bool:
+    """An IVF index header of ``count`` × ``dim``: faiss's read_index trusts it (a damaged one can crash)."""
     try:
         with open(path, "rb") as handle:
             head = handle.read(16)
     except OSError:
         return False
-    if len(head) < 16 or head[:4] not in IVF_FOURCCS:
+    if len(head) < 16 or head[:4] not in (b"IwSq", b"IwFl"):
         return False
     d, ntotal = struct.unpack("<iq", head[4:16])
     return d == dim and ntotal == count
@@ -111,8 +104,7 @@ def meta_path(path: Path) -> Path:
 
 @dataclass(eq=False, repr=False)
 class AnnIndex:
-    """IVF + 8-bit codes (faiss) over the rows of ``embeddings`` (kept by reference, to re-score); search returns
-    row numbers. ``build``, ``save``, ``open``, ``open_or_build``."""
+    """IVF + 8-bit codes (faiss) over the rows of ``embeddings`` (kept by reference, to re-score)."""
 
     index: Any  # the faiss index
     embeddings: np.ndarray | None
@@ -201,8 +193,7 @@ class AnnIndex:
         key: str = "",
         mmap: bool = False,
     ) -> tuple[AnnIndex | None, str]:
-        """(index, "opened") when ``path`` holds an intact index of these embeddings and settings, else (None, why).
-        ``mmap`` maps the inverted lists from the file; the file is re-hashed before faiss reads it."""
+        """(index, "opened") when ``path`` holds an intact index of these embeddings and settings, else (None, why)."""
         import faiss
 
         path, embeddings = Path(path), _check_embeddings(embeddings)
@@ -223,10 +214,7 @@ class AnnIndex:
         except OSError:
             return None, f"{path.name} is missing"
         if size != meta.get("index_bytes"):
-            return (
-                None,
-                f"{path.name} is truncated or was replaced ({size:,} bytes, not {meta.get('index_bytes')})",
-            )
+            return None, f"{path.name} is truncated or was replaced ({size:,} bytes)"
         if not _header_matches(path, *embeddings.shape):
             return None, f"{path.name} has a damaged header (not an IVF index of {embeddings.shape} vectors)"
         if file_sha256(path) != meta.get("index_sha256"):
@@ -235,8 +223,6 @@ class AnnIndex:
             index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY if mmap else 0)
         except RuntimeError as err:
             return None, f"{path.name} could not be read by faiss ({str(err).splitlines()[0][:120]})"
-        if index.ntotal != embeddings.shape[0] or index.d != embeddings.shape[1]:
-            return None, f"{path.name} holds another shape than the embeddings"
         return cls(
             index, embeddings, params, meta["fingerprint"], float(meta.get("build_s", 0.0)), "opened"
         ), "opened"

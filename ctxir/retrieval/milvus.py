@@ -96,8 +96,7 @@ def _row(doc_id: str, doc: Mapping, vector: np.ndarray) -> dict:
 
 @dataclass(frozen=True)
 class CollectionSettings:
-    """How ``build_collection`` lays out a collection: engine-side BM25, the dense ``index_type`` (``INDEX_TYPES``);
-    ``overwrite`` replaces one built from another corpus, model or settings."""
+    """How ``build_collection`` lays out a collection; ``overwrite`` replaces one built from other settings."""
 
     bm25: bool = True
     index_type: str = "FLAT"
@@ -133,8 +132,7 @@ def build_collection(
     corpus_digest: str,
     settings: CollectionSettings | None = None,
 ) -> bool:
-    """Create ``collection`` (pk, title, content [+ BM25 sparse], dense) and insert ``batches`` of (ids, vectors);
-    False when it was built from the same corpus, model and settings already."""
+    """Create ``collection`` and insert ``batches`` of (ids, vectors); False when it was already built alike."""
     settings = settings or CollectionSettings()
     meta = settings.meta(fingerprint, dim, corpus_digest, len(corpus))
     if client.has_collection(collection):
@@ -253,8 +251,7 @@ class EngineCorpus(Mapping):
 
 
 class VectorDBRetriever(Retriever):
-    """Dense, BM25 or hybrid search in a Milvus collection; ``uri`` picks Milvus Lite (a ``*.db`` file) or a server.
-    Build with ``from_corpus`` or ``from_shards``, open with the constructor (``corpus=None``: ``EngineCorpus``)."""
+    """Dense, BM25 or hybrid search in a Milvus collection built by ``from_corpus`` or ``from_shards``."""
 
     name = "milvus"
     config_fields = ("engine", "collection", "mode", "index_type", "metric", "rrf_k", "depth")
@@ -273,21 +270,11 @@ class VectorDBRetriever(Retriever):
         self.mode = check_choice(mode, "mode", ENGINE_MODES)
         self.uri, self.engine, self.collection = str(uri), engine_of(uri), collection
         self.client = client or connect(uri, token)
-        if not self.client.has_collection(collection):
+        self.meta = _stored_meta(self.client, collection) if self.client.has_collection(collection) else None
+        if not isinstance(self.meta, dict) or self.meta.get("complete") is False:
             raise CtxirError(
-                f"collection {collection!r} does not exist at {uri}: build it with "
-                "VectorDBRetriever.from_corpus(...) or .from_shards(...)"
-            )
-        self.meta = _stored_meta(self.client, collection)
-        if not isinstance(self.meta, dict):
-            raise CtxirError(
-                f"collection {collection!r} was not built by ctxir (no {META_PROPERTY} property): "
-                "build it with VectorDBRetriever.from_corpus or .from_shards"
-            )
-        if self.meta.get("complete") is False:
-            raise CtxirError(
-                f"collection {collection!r} was not finished (its build was interrupted): build it again "
-                "with from_corpus or from_shards"
+                f"collection {collection!r} at {uri} does not exist, was not built by ctxir or its build was "
+                "interrupted: build it with VectorDBRetriever.from_corpus or .from_shards"
             )
         self.index_type, self.metric = self.meta["index_type"], "COSINE"
         self.rrf_k, self.depth = DEFAULT_RRF_K, HYBRID_DEPTH
@@ -359,8 +346,7 @@ class VectorDBRetriever(Retriever):
         token: str | None = None,
         **settings,
     ) -> VectorDBRetriever:
-        """Load ``encode_sharded``'s shards into the collection, one at a time; ``corpus`` supplies the texts,
-        ``encoder`` (the manifest's model) the queries."""
+        """Load ``encode_sharded``'s shards into the collection, one at a time; ``corpus`` supplies the texts."""
         manifest = read_manifest(manifest) if not isinstance(manifest, dict) else manifest
         encoder = encoder or BiEncoder()
         if encoder_fingerprint(encoder) != manifest["fingerprint"]:
@@ -420,8 +406,7 @@ class VectorDBRetriever(Retriever):
     def search_embeddings(
         self, query_embeddings: np.ndarray | None, top_k: int, texts: Sequence[str] | None = None
     ) -> list[list[Hit]]:
-        """The model-free core, as ``DenseRetriever.search_embeddings``: (queries, dim) normalised vectors → hits;
-        ``texts`` too for "bm25" and "hybrid" (the engine tokenises them). Up to 16,384 queries a call."""
+        """(queries, dim) normalised vectors → hits; ``texts`` too for "bm25" and "hybrid"."""
         limit = self._limit(top_k)
         fields = ["pk", "title", "content"] if isinstance(self.corpus, EngineCorpus) else ["pk"]
 

@@ -29,8 +29,7 @@ class HybridSettings:
 
 @dataclass
 class StageParts:
-    """What first stages over one ``corpus`` are built from (the bi-encoders, the first for a single-encoder stage;
-    BM25's options; the dense ``index``; hybrid's settings), each part built once, when first asked for, and shared."""
+    """What first stages over one ``corpus`` are built from, each part built once, when first asked for."""
 
     corpus: Any
     encoders: Sequence = ()
@@ -89,24 +88,12 @@ def _build_hybrid(parts: StageParts) -> Retriever:
     return HybridRetriever([parts.bm25(), *dense], **asdict(parts.hybrid))  # fusion, k, weights, depth
 
 
-BM25 = FirstStageKind(
-    name=kinds.BM25, label="bm25", ranks_by="word matches", build=StageParts.bm25, uses_bm25=True
-)
+BM25 = FirstStageKind(kinds.BM25, "bm25", "word matches", StageParts.bm25, uses_bm25=True)
 DENSE = FirstStageKind(
-    name=kinds.DENSE,
-    label="dense",
-    ranks_by="the bi-encoder's cosine",
-    build=StageParts.dense,
-    uses_bi_encoder=True,
+    kinds.DENSE, "dense", "the bi-encoder's cosine", StageParts.dense, uses_bi_encoder=True
 )
 HYBRID = FirstStageKind(
-    name=kinds.HYBRID,
-    label="hybrid",
-    ranks_by="both, fused",
-    build=_build_hybrid,
-    uses_bm25=True,
-    uses_bi_encoder=True,
-    fuses=True,
+    kinds.HYBRID, "hybrid", "both, fused", _build_hybrid, uses_bm25=True, uses_bi_encoder=True, fuses=True
 )
 
 # name → kind, in the order they are offered

@@ -191,7 +191,6 @@ class BM25Retriever(Retriever):
             # bm25s's JSON writer refuses its id → id vocabulary's int keys; as text keys it reads back the same
             self.index.vocab_dict = {str(k): v for k, v in vocab.items()}
             self.index.save(tmp, show_progress=False)
-            self.index.vocab_dict = vocab
             self.tokenizer.save_vocab(tmp)
             files = {p.name: [p.stat().st_size, file_sha256(p)] for p in sorted(tmp.iterdir()) if p.is_file()}
             write_json(
@@ -341,10 +340,9 @@ class HybridRetriever(Retriever):
     ):
         if len(retrievers) < 2:
             raise CtxirError("hybrid retrieval needs at least two retrievers (e.g. bm25 and dense)")
-        if fusion not in FUSIONS:
-            raise CtxirError(f"fusion {fusion!r} is not known: use one of {', '.join(FUSIONS)}")
         super().__init__(retrievers[0].corpus)
-        self.retrievers, self.fusion, self.k, self.depth = list(retrievers), fusion, k, check_top_k(depth)
+        self.fusion = check_choice(fusion, "fusion", FUSIONS)
+        self.retrievers, self.k, self.depth = list(retrievers), k, check_top_k(depth)
         self.weights = check_weights(weights, len(retrievers))
 
     @property
