@@ -205,8 +205,6 @@ def fix_mojibake(text: str) -> str:
             fixed = text.encode("latin-1").decode("utf-8")
         except (UnicodeEncodeError, UnicodeDecodeError):
             return text
-        if fixed == text:
-            return text
         text = fixed
     return text
 

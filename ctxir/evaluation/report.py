@@ -31,7 +31,6 @@ SNIPPET_CHARS = 300
 
 def metric_values(qrels: Qrels, run: Run, metric: str = "nDCG@10") -> dict[str, float]:
     """``{qid: value}`` of one metric label (``nDCG@10``, ``MAP``…) for every judged query (``evaluate_run``'s)."""
-
     families = {label: key for key, (label, _) in METRICS.items()}
     name, _, k = str(metric).partition("@")
     if name not in families or (k and not k.isdigit()) or (not k and name != "MAP") or k == "0":
@@ -61,8 +60,7 @@ def failure_cases(
     worst: int = 10,
     top: int = 10,
 ) -> list[dict]:
-    """The ``worst`` queries by ``metric`` (lowest first, ties by query id) that have a relevant document, as dicts.
-
+    """The ``worst`` queries by ``metric`` (lowest first, ties by qid) with a relevant document, as dicts.
     ``pairs``: (``winner`` = the best-ranked non-relevant document, ``relevant``) for each relevant one below it."""
     for name, value in (("worst", worst), ("top", top)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -31,7 +31,6 @@ def explain(
     title: str = "",
 ) -> dict:
     """Explain one (query, document) pair with every model given; a JSON-able dict (the ``/explain`` answer).
-
     ``rerankers``: {kind: model}, each explained under the kind's key; ``cross_encoder`` holds the first's."""
     query, document = check_pair_text(query, "query"), check_pair_text(document, "document")
     if bi_encoder is None:
