@@ -60,9 +60,7 @@ class _AppArgs:
     bi_encoder: str = _env("CTXIR_BI_ENCODER", DEFAULT_BI_ENCODER, "bi-encoder Hub id or folder")
     # one flag per re-ranker kind (--cross-encoder, --cls-lr, ...) is added from ctxir.rerank.registry by app_args_class
     device: str = _env("CTXIR_DEVICE", "auto", "auto, cpu, cuda, mps")
-    index: str = _env(
-        "CTXIR_INDEX", "auto", "dense index: auto (ANN from AUTO_ANN_THRESHOLD documents up), exact, ann"
-    )
+    index: str = _env("CTXIR_INDEX", "auto", "auto (ANN from AUTO_ANN_THRESHOLD documents up), exact or ann")
     backend: str = _env("CTXIR_BACKEND", "torch", "how the bi-encoder encodes: torch, onnx-int8 (faster)")
     rerank_backend: str = _env(
         "CTXIR_RERANK_BACKEND", "torch", "how cross-encoders score on a CPU: torch, onnx, onnx-int8 (faster)"
@@ -79,17 +77,13 @@ class _AppArgs:
         default=False,
         metadata={"help": "let a model loaded by Hub id run its repository's code [CTXIR_TRUST_REMOTE_CODE]"},
     )
-    max_output_mb: int = _env(
-        "CTXIR_MAX_OUTPUT_MB", 200, "MB of returned files kept on disk, oldest out first"
-    )
+    max_output_mb: int = _env("CTXIR_MAX_OUTPUT_MB", 200, "MB of returned files on disk, oldest out first")
     output_max_age_s: int = _env("CTXIR_OUTPUT_MAX_AGE_S", 600, "seconds a returned file is kept on disk")
     concurrency: int = _env("CTXIR_CONCURRENCY", 2, "model views (search, pair scoring, ...) run at once")
     slow_concurrency: int = _env("CTXIR_SLOW_CONCURRENCY", 1, "slow views (attention, explain, ...) at once")
     max_queue: int = _env("CTXIR_MAX_QUEUE", 32, "requests that may wait; one more is refused with 'busy'")
     max_sessions: int = _env("CTXIR_MAX_SESSIONS", 128, "sessions Gradio keeps in memory, LRU out first")
-    malloc_arenas: int = _env(
-        "CTXIR_MALLOC_ARENAS", 2, "glibc malloc arenas; 0 = glibc's default (8 per core)"
-    )
+    malloc_arenas: int = _env("CTXIR_MALLOC_ARENAS", 2, "glibc malloc arenas; 0 = glibc's default")
     closed_session_s: int = _env(
         "CTXIR_CLOSED_SESSION_S", 60, "seconds a left visitor's session is kept; -1 = until --max-sessions"
     )

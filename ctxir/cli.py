@@ -67,9 +67,7 @@ def parse_args(
         return parser.parse_args_into_dataclasses(args=argv)[0]
     except ValueError as err:  # a library class's own checks (TrainingArguments.__post_init__)
         reason = " ".join(str(err).split())
-        raise CtxirError(
-            f"{reason} (a flag's or the recipe's value): fix it; --help lists the flags"
-        ) from None
+        raise CtxirError(f"{reason} (a flag or recipe value): fix it; --help lists the flags") from None
 
 
 def build_parser(args_class: type):

@@ -149,8 +149,6 @@ def value_for(component, name: str, texts: list[str]) -> Any:
         return int(number) if number.is_integer() else number
     if isinstance(component, gr.Checkbox):
         if text.lower() not in ("true", "false", "1", "0"):
-            raise user_error(
-                f"the link's {name}={text!r} is not true or false: write {name}=true or {name}=false"
-            )
+            raise user_error(f"the link's {name}={text!r} is not true or false: write true or false")
         return text.lower() in ("true", "1")
     return text

@@ -329,9 +329,8 @@ class AppModels:
                     "compare it in Pair scoring or the Token embeddings tab, and re-rank with a cross-encoder's Hub "
                     f"id such as {KINDS[CROSS_ENCODER.name].fallback!r}"
                 )
-            trust = bool(
-                remote_code_needed(folder)
-            )  # reached only where the deployer allowed it (fetch_model)
+            # reached only where the deployer allowed it (fetch_model)
+            trust = bool(remote_code_needed(folder))
             model = self.cache.load(
                 (wanted, name), lambda: self._load_fresh(wanted, name, trust), progress, f"{what} {name!r}"
             )

@@ -36,9 +36,7 @@ def search(
     cfg = state.config
     query = check_text(query, "query", cfg.max_query_chars)
     k = check_int(k, "k", 1, cfg.max_rerank_depth if every_candidate else cfg.max_k)
-    depth = check_int(
-        depth if depth is not None else cfg.rerank_depth, "re-rank depth", 1, cfg.max_rerank_depth
-    )
+    depth = check_int(cfg.rerank_depth if depth is None else depth, "re-rank depth", 1, cfg.max_rerank_depth)
     check_choice(mode, "re-rank mode", RERANK_MODES)
     index = state.index(corpus, owner)
     prompts = None  # the prompts the first stage's bi-encoder puts before the query and the documents

@@ -322,9 +322,7 @@ def render_card(metrics: dict, inputs: CardInputs):
         name, context = ADAPTED_TEMPLATE, {**context, **adapted_context(metrics)}
     template = TEMPLATE_DIR / name
     if not template.is_file():
-        raise CtxirError(
-            f"card template {str(template)!r} is missing: it ships in the repository's model_cards/"
-        )
+        raise CtxirError(f"card template {str(template)!r} is missing: it ships in model_cards/")
     return ModelCard.from_template(card_data(metrics, inputs), template_path=str(template), **context)
 
 

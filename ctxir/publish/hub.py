@@ -48,9 +48,7 @@ def push(
         raise PublishError(f"HF_HUB_OFFLINE is set, so nothing was uploaded. {later}")
     token = token or get_token()
     if not token:
-        raise PublishError(
-            f"no Hugging Face token: set HF_TOKEN or run `hf auth login`, then push again. {later}"
-        )
+        raise PublishError(f"no Hugging Face token: set HF_TOKEN or run `hf auth login`. {later}")
     api = api or HfApi(endpoint=endpoint, token=token)
     message = commit_message or f"Upload {repo_id} with ctxir"
     try:
@@ -71,9 +69,7 @@ def push(
             raise PublishError(f"uploading to {repo_id!r} failed: {reason}. {later}") from None
         if not type(err).__module__.startswith(("httpx", "httpcore", "requests", "urllib3")):
             raise
-        raise PublishError(
-            f"the Hub could not be reached ({type(err).__name__}: {reason}). {later}"
-        ) from None
+        raise PublishError(f"the Hub is unreachable ({type(err).__name__}: {reason}). {later}") from None
     return getattr(info, "pr_url", None) or getattr(info, "commit_url", None) or str(info)
 
 

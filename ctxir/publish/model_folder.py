@@ -32,9 +32,7 @@ def transformer_dir(folder: Path) -> Path:
     for module in read_json(folder / "modules.json") or []:
         if (folder / module.get("path", "") / "config.json").is_file():
             return folder / module["path"]
-    raise CtxirError(
-        f"{str(folder)!r} holds no transformer (no config.json at its root or in a module folder)"
-    )
+    raise CtxirError(f"{str(folder)!r} holds no transformer (no config.json at its root or in its modules)")
 
 
 def folder_license(folder: Path, what: str) -> tuple[str, License] | None:
