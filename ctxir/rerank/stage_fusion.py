@@ -10,8 +10,7 @@ from ctxir.files import read_json, verify_checksums
 from ctxir.retrieval.fusion import DEFAULT_RRF_K, FUSIONS, fuse, scored_only
 from ctxir.types import CtxirError, Hit
 
-# RRF first-stage weight at which the re-ranker only breaks the first stage's ties: at k = 60 that needs w > 261 for
-# a re-rank depth of 100 and w > 845 for 200
+# RRF first-stage weight at which the re-ranker only breaks the first stage's ties (k = 60, depth 200: w > 845)
 TIE_BREAK_WEIGHT = 1000.0
 
 
