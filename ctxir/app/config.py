@@ -67,9 +67,8 @@ class AppConfig:
     explain_steps: int = 32  # integrated-gradients steps to start with (ctxir.explain doubles them if needed)
     explain_max_steps: int = 128  # ... up to this many
     max_movers: int = 5  # "what moved" explains at most this many re-ranked documents (one IG run each)
-    rerankers: dict[str, str] = field(
-        default_factory=dict
-    )  # kind → model ("none"), over cross_encoder, cls_lr
+    # kind → model ("none"), over cross_encoder, cls_lr
+    rerankers: dict[str, str] = field(default_factory=dict)
     # the most results a view shows and the deepest re-ranking: its input's maximum and its view's check
     max_k: int = 50
     max_rerank_depth: int = 100

@@ -148,8 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] not in commands:
         got = f"got {argv[0]!r}: " if argv else ""
         print(
-            f"usage: ctxir hub {{push,validate}} --help ({got}give one of push, validate first)",
-            file=sys.stderr,
+            f"usage: ctxir hub {{push,validate}} --help ({got}give push or validate first)", file=sys.stderr
         )
         return 2
     return cli_main(*commands[argv[0]], argv[1:])

@@ -74,9 +74,7 @@ def load_metrics(path: str | Path) -> dict:
     try:
         metrics = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
-        raise CtxirError(
-            f"{str(path)!r} is not valid JSON ({err}): re-run the training script to rewrite it"
-        ) from err
+        raise CtxirError(f"{str(path)!r} is not valid JSON ({err}): re-run the training script") from err
     validate_metrics(metrics, source=str(path))
     return metrics
 

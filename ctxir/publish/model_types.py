@@ -89,9 +89,8 @@ class CrossEncoderType(ModelType):
         from ctxir.rerank.stage_fusion import TIE_BREAK_WEIGHT
 
         load_cross_encoder.cache_clear()
-        model = load_cross_encoder(
-            str(folder), "cpu"
-        )  # an adapter merged into its base, resolved offline too
+        # an adapter merged into its base, resolved offline too
+        model = load_cross_encoder(str(folder), "cpu")
         top = top_layers_config(folder)
         return {
             "adapter": is_adapter(folder),

@@ -256,9 +256,7 @@ def stage(
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if adapted:  # the adapter's own files and the run's work files: replaced by the merged model
-        skipped = sorted(
-            {*skipped, *(f for f in _files(src) if f.startswith("work/") or f.startswith("adapter_"))}
-        )
+        skipped = sorted({*skipped, *(f for f in _files(src) if f.startswith(("work/", "adapter_")))})
     report.folder, report.repo_id, report.skipped = dest, repo_id, skipped
     return report
 
