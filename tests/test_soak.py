@@ -117,7 +117,9 @@ def run_soak(tmp_path, minutes: float) -> dict:
     assert soak.main(["--minutes", str(minutes), "--output", str(out)]) in (0, 1)
     record = json.loads(out.read_text())
     print(
-        json.dumps({k: record["figures"][k] for k in ("search_p50_s", "load_average_1min", "rss_mb", "requests")})
+        json.dumps(
+            {k: record["figures"][k] for k in ("search_p50_s", "load_average_1min", "rss_mb", "requests")}
+        )
     )
     assert record["passed"], {k: v for k, v in record.items() if k not in ("samples", "requests")}
     return record
