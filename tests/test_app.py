@@ -551,21 +551,21 @@ def report_files(state, tmp_path):
 
 
 def test_failure_report_shows_a_saved_report_sandboxed(state, report_files):
-    from ctxir.app.report_tab import sandboxed
+    from ctxir.viz.attention import iframe
 
     _, report_json, _ = report_files
     r = failure_report(state, report_json)
     assert r.data["kind"] == "report" and [c["qid"] for c in r.data["cases"]] == ["q1", "q2"]
     assert "**2 worst queries**" in r.text and "bm25" in r.text
     assert "where do &lt;b&gt;otters&lt;/b&gt; live" in r.html and "<b>otters</b>" not in r.html  # escaped
-    frame = sandboxed(r.html)
+    frame = iframe(r.html, title="failure report", sandbox=True)
     assert frame.startswith('<iframe title="failure report" sandbox="" srcdoc="') and "<b>" not in frame
 
 
 def test_a_hand_edited_report_builds_no_element_of_its_own(state, report_files, tmp_path):
     """An uploaded report is the visitor's file: markup put into any field (even a number's) stays text, and the
     page is framed with every sandbox restriction, so it could run no script either way."""
-    from ctxir.app.report_tab import sandboxed
+    from ctxir.viz.attention import iframe
 
     _, report_json, _ = report_files
     raw = json.loads(report_json.read_text())
@@ -584,7 +584,7 @@ def test_a_hand_edited_report_builds_no_element_of_its_own(state, report_files, 
     r = failure_report(state, edited)
     assert "<img" not in r.html and r.html.count("&lt;img src=x onerror=&quot;alert(1)&quot;&gt;") >= 3
     assert md_code(hostile) in r.text  # the summary shows the system's name as code: text, not markup
-    frame = sandboxed(r.html)
+    frame = iframe(r.html, sandbox=True)
     assert frame.count("<") == 2 and 'sandbox=""' in frame  # <iframe …></iframe>: nothing else is an element
 
 
@@ -725,7 +725,7 @@ def test_score_pairs_shows_a_calibrated_probability_beside_the_raw_score(state, 
 def test_pair_ranks_follow_the_unrounded_scores_where_the_table_shows_a_tie():
     """Two scores 0.00002 apart show alike at 4 decimals; the ranks still follow the scores (and so the calibrated
     probabilities computed from them), not the documents' order (it ranked [0.5106, 0.5107] the wrong way round)."""
-    from ctxir.app.pairs_tab import _add_ranks, score_columns
+    from ctxir.app.pairs_tab import _add_ranks, model_names, score_columns
 
     key = "cross_encoder_score"
     rank_key = score_columns()[key][0]
@@ -735,6 +735,7 @@ def test_pair_ranks_follow_the_unrounded_scores_where_the_table_shows_a_tie():
     assert rows[0][key] == rows[1][key]
     _add_ranks(rows, values)
     assert [r[rank_key] for r in rows] == [2, 1, 3]
+    assert model_names("org/a, org/b\norg/a", 2) == ["org/a", "org/b"]  # commas or lines, each once
     assert all(r[score_columns()["bi_encoder_cosine"][0]] is None for r in rows)
 
 

@@ -202,7 +202,7 @@ def test_chart_helpers(tmp_path):
 
 
 def test_iframe_escapes_the_document():
-    html = iframe('<p class="x">a & b</p>', height=321)
+    html = iframe('<p class="x">a & b</p>', "321px")
     assert html.startswith("<iframe") and "height:321px" in html
     assert 'srcdoc="&lt;p class=&quot;x&quot;&gt;a &amp; b&lt;/p&gt;"' in html
 

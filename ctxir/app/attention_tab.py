@@ -19,17 +19,16 @@ from ctxir.viz import attention as viz
 
 def parse_indices(value: Any, what: str) -> list[int]:
     """[0, 2], "0,2", "0-3" or "" (all) → sorted ints."""
-    if isinstance(value, int | float):
-        value = [value]
     if isinstance(value, str):
         parts = [p.split("-", 1) if "-" in p[1:] else [p, p] for p in value.replace(" ", "").split(",") if p]
-        example = "write e.g. '0,2' or '0-3', or leave it empty for all"
     else:
-        parts, example = [[v, v] for v in value or []], "e.g. [0, 2], or empty for all"
+        parts = [[v, v] for v in ([value] if isinstance(value, int | float) else value or [])]
     try:
         return sorted({i for low, high in parts for i in range(int(low), int(high) + 1)})
     except (TypeError, ValueError):
-        raise CtxirError(f"{what} {value!r} is not a list of numbers: {example}") from None
+        raise CtxirError(
+            f"{what} {value!r} is not a list of numbers: write e.g. '0,2', '0-3' or [0, 2]; empty for all"
+        ) from None
 
 
 def attention(
@@ -79,7 +78,6 @@ def attention(
     return ViewResult(rows=summary, data=data, text=text, html=document)
 
 
-# head_summary's rows
 HEAD_SUMMARY_COLUMNS = ["layer", "head", *viz.HEAD_STATS, "max_weight", "max_from", "max_to"]
 
 
@@ -123,7 +121,7 @@ def build(ui: Ui) -> None:
         sources = viz.script_files()
         shown = viz.with_script_urls(r.html, lambda name: out.url(out.shared(name, lambda: sources[name])))
         page = out.html(r.html, f"attention-{view}-view")
-        return r.text, viz.iframe(shown, height=700), page, *pngs, frame(r.rows), r.data
+        return r.text, viz.iframe(shown, "700px"), page, *pngs, frame(r.rows), r.data
 
     def after_attention(data, html_file, *pngs):
         heat, tokens = data["heatmap"], data["tokens"]
@@ -158,15 +156,9 @@ def build(ui: Ui) -> None:
     with gr.Row():
         att_view = gr.Radio(["head", "model"], value="head", label="bertviz view", min_width=160)
         att_layers = gr.CheckboxGroup(
-            list(range(n_layers)),
-            value=[],
-            label="Layers (none = all)",
-            min_width=200,
-            elem_id="attention-layers",
+            list(range(n_layers)), label="Layers (none = all)", min_width=200, elem_id="attention-layers"
         )
-        att_heads = gr.CheckboxGroup(
-            list(range(n_heads)), value=[], label="Heads (none = all)", min_width=260
-        )
+        att_heads = gr.CheckboxGroup(list(range(n_heads)), label="Heads (none = all)", min_width=260)
     with gr.Row():
         heat_layer = gr.Slider(0, n_layers - 1, value=0, step=1, label="heatmap layer", min_width=160)
         heat_head = gr.Slider(0, n_heads - 1, value=0, step=1, label="heatmap head", min_width=160)

@@ -24,10 +24,7 @@ from ctxir.viz.embeddings import PROJECTIONS, project
 METHODS = ("zero-shot", "knn", "centroid", "logreg")
 MAX_TEXTS = 50  # texts classified per request
 MAX_EXAMPLES = 1_000  # labelled rows per upload: ~40 s of encoding on a 2-core CPU
-MAX_LABELS = 20
-NEIGHBOURS = 3
 NEIGHBOUR_COLUMNS = ["#", "rank", "neighbour", "label", "cosine"]
-# each method's per-label score, as the summary and the JSON name it
 _SCORE_NAMES = {"zero-shot": "cosine", "knn": "vote share", "centroid": "cosine", "logreg": "probability"}
 AGNEWS = Path(__file__).resolve().parents[3] / "shared" / "data" / "agnews"
 AGNEWS_LABELS = Path(__file__).resolve().parents[1] / "assets" / "agnews_labels.csv"
@@ -52,7 +49,7 @@ BUILT_IN_EXAMPLES = [
 
 def parse_labels(text) -> list[Label]:
     """One label per line, ``name`` or ``name: description``; a list of names is accepted too (API users)."""
-    items = split_lines(text, "labels", MAX_LABELS, 300, min_items=2)
+    items = split_lines(text, "labels", 20, 300, min_items=2)
     labels = [Label(name.strip(), about.strip()) for name, _, about in (i.partition(": ") for i in items)]
     names = [label.name for label in labels]
     repeated = sorted({n for n in names if names.count(n) > 1})
@@ -118,7 +115,7 @@ def classify_view(
         classifier.fit_embeddings(example_x, [y for _, y in rows])
     classifier.texts = [t for t, _ in rows]
     classes = classifier.classes
-    predictions = classifier.predict_embeddings(text_x, NEIGHBOURS if rows else 0)
+    predictions = classifier.predict_embeddings(text_x, 3 if rows else 0)  # 3 nearest examples each
     # the 2-D map: examples, texts and (zero-shot) label embeddings projected together
     label_x = classifier.label_vectors if zero_shot else empty
     xy = project(np.concatenate([example_x, text_x, label_x]), projection)
@@ -156,27 +153,20 @@ def classify_view(
         else f"{method}{f' (k={k})' if method == 'knn' else ''} on {plural(len(rows), 'labelled example')}"
     )
     counts = {c: sum(p.label == c for p in predictions) for c in classes}
-    return ViewResult(
-        rows=[
-            {"#": i, "text": snippet(t, 100), "prediction": p.label, "score": round(p.scores[p.label], d)}
-            | {c: round(v, d) for c, v in p.scores.items()}
-            for i, (t, p) in enumerate(zip(texts, predictions, strict=True), 1)
-        ],
-        extra_rows=[
-            {
-                "#": i,
-                "rank": r,
-                "neighbour": snippet(n.text, 100),
-                "label": n.label,
-                "cosine": round(n.similarity, d),
-            }
-            for i, p in enumerate(predictions, 1)
-            for r, n in enumerate(p.neighbours, 1)
-        ],
-        data=data,
-        text=f"{plural(len(texts), 'text')} classified by {how}; scores are {_SCORE_NAMES[method]}s. "
-        + ", ".join(f"{md_literal(c)} {n}" for c, n in sorted(counts.items()) if n),
-    )
+    numbered = list(enumerate(data["predictions"], 1))
+    table = [
+        {"#": i, "text": snippet(p["text"], 100), "prediction": p["label"], "score": p["scores"][p["label"]]}
+        | p["scores"]
+        for i, p in numbered
+    ]
+    neighbours = [
+        {"#": i, "rank": r, "neighbour": snippet(n["text"], 100), "label": n["label"], "cosine": n["cosine"]}
+        for i, p in numbered
+        for r, n in enumerate(p["neighbours"], 1)
+    ]
+    text = f"{plural(len(texts), 'text')} classified by {how}; scores are {_SCORE_NAMES[method]}s. "
+    text += ", ".join(f"{md_literal(c)} {n}" for c, n in sorted(counts.items()) if n)
+    return ViewResult(rows=table, extra_rows=neighbours, data=data, text=text)
 
 
 def sample_inputs(out_root: Path) -> tuple[str, str, str]:

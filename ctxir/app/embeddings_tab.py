@@ -103,22 +103,19 @@ def token_embeddings(
         raise CtxirError(
             f"word {word.strip()!r} is in none of the sentences: pick a word that appears, or leave it empty"
         )
-    points = {}
+    d, points = cfg.decimals, {m: {} for m in methods}  # {method: {layer: (tokens, 2) rounded}}
     for i, method in enumerate(methods):
         step(0.3 + 0.5 * i / len(methods), f"{method} projection")
         for layer in layers:
-            points[(method, layer)] = viz.project(np.stack(vectors[layer]), method)
+            points[method][str(layer)] = np.round(viz.project(np.stack(vectors[layer]), method), d).tolist()
     step(1.0, "done")
-    d = cfg.decimals
     data = {
         "sentences": items,
         "word": word.strip(),
         "layers": layers,
         "methods": methods,
         "tokens": token_rows,
-        "points": {
-            m: {str(layer): np.round(points[(m, layer)], d).tolist() for layer in layers} for m in methods
-        },
+        "points": points,
         "consecutive_layer_cosine": [
             {"sentence": i + 1, "tokens": item.tokens, "cosine": np.round(x, d).tolist()}
             for i, item in enumerate(internals)
@@ -126,10 +123,8 @@ def token_embeddings(
         ],
     }
     projection, drift = _twin_args(data)
-    title = "cosine between consecutive layers, sentence 1"
-    heat = viz.heatmap_figure(
-        *drift, title, viz.MatrixStyle(vmax=1.0, xlabel="layer transition", ylabel="token")
-    )
+    style = viz.MatrixStyle(vmax=1.0, xlabel="layer transition", ylabel="token")
+    heat = viz.heatmap_figure(*drift, "cosine between consecutive layers, sentence 1", style)
     return ViewResult(
         rows=token_rows,
         figures={"projection": viz.projection_figure(*projection), "consecutive_layers": heat},

@@ -23,6 +23,7 @@ from ctxir.evaluation.report_html import ATTRIBUTION_LEGEND
 from ctxir.explain.pair import explain
 from ctxir.rerank.registry import CROSS_ENCODER, RERANKERS
 from ctxir.types import CtxirError, doc_text
+from ctxir.viz import MatrixStyle, heatmap_figure
 
 
 def explain_models() -> tuple[str, ...]:
@@ -52,9 +53,7 @@ def words(
     """Word-pieces ``tokens[start:]`` joined into words (scores summed)."""
     out: list[tuple[str, float]] = []
     for token, value in zip(tokens[start:], scores[start:], strict=True):
-        if _SPECIAL.match(token):
-            if keep_special:
-                out.append((token, float(value)))
+        if _SPECIAL.match(token) and not keep_special:
             continue
         if token.startswith("##") and out and not _SPECIAL.match(out[-1][0]):
             out[-1] = (out[-1][0] + token[2:], out[-1][1] + float(value))
@@ -107,8 +106,7 @@ def explain_pair(
     bi, reranker = raw["bi_encoder"], raw.get("cross_encoder")
     if reranker is not None and explained not in RERANKERS:
         reranker["model_kind"] = f"{explained} (cross-encoder)"  # loaded by id: named as the visitor typed it
-    data = compact({**raw, "model": model, "reranker": explained, "prompts": prompts})
-    view = ViewResult(data=data)
+    view = ViewResult(data=compact({**raw, "model": model, "reranker": explained, "prompts": prompts}))
     lines = [_bi_encoder_view(bi, view), *filter(None, [prompts_said(prompts)])]
     if reranker is not None:
         lines += _reranker_view(reranker, view)
@@ -121,16 +119,11 @@ def explain_pair(
 
 def _bi_encoder_view(bi: dict, view: ViewResult) -> str:
     """The bi-encoder's cosine into ``view``: token highlights and, under mean pooling, token pairs' terms."""
-    from ctxir.viz import MatrixStyle, heatmap_figure
-
     q_tokens, d_tokens = bi["query_tokens"], bi["document_tokens"]
     q_words = words(q_tokens, bi["query_contributions"], keep_special=True)
     d_words = words(d_tokens, bi["document_contributions"], keep_special=True)
     scale = max((abs(v) for _, v in [*q_words, *d_words]), default=0.0)  # one scale: both sum to the cosine
-    view.highlights["query"], view.highlights["document"] = (
-        highlight(q_words, scale),
-        highlight(d_words, scale),
-    )
+    view.highlights.update(query=highlight(q_words, scale), document=highlight(d_words, scale))
     if bi["pair_contributions"] is None:
         return (
             f"**Bi-encoder cosine {bi['cosine']:.4f}**, attributed to tokens by integrated gradients "
@@ -146,10 +139,8 @@ def _bi_encoder_view(bi: dict, view: ViewResult) -> str:
     )
     view.plots["pairs"] = figures.heatmap(pairs, q_tokens, d_tokens, title, style)
     bound = float(np.max(np.abs(pairs))) or 1.0
-    cmap = figures.attribution_cmap()
-    png_style = MatrixStyle(
-        -bound, bound, cmap, annotate=False, xlabel="document token", ylabel="query token"
-    )
+    cmap, axes = figures.attribution_cmap(), {"xlabel": "document token", "ylabel": "query token"}
+    png_style = MatrixStyle(-bound, bound, cmap, annotate=False, **axes)
     view.figures["pairs"] = heatmap_figure(pairs, q_tokens, d_tokens, title, png_style)
     return (
         f"**Bi-encoder cosine {bi['cosine']:.4f}**, split exactly over the {len(q_tokens)} × "
@@ -213,9 +204,7 @@ def explain_result(
     index = state.index(corpus, owner)
     doc_id = check_text(doc_id, "document id", 500, hint="pick a search result to explain")
     if doc_id not in index.corpus:
-        raise CtxirError(
-            f"document {doc_id!r} is not in corpus {index.name!r}: pick one of the search results"
-        )
+        raise CtxirError(f"document {doc_id!r} is not in corpus {index.name!r}: pick a search result")
     doc = index.corpus[doc_id]
     result = explain_pair(
         state, query, doc_text(doc), model, doc.get("title") or "", reranker, query_prompt, document_prompt

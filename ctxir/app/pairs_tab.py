@@ -43,19 +43,22 @@ def input_formation(
     }
 
 
-def score_columns() -> dict[str, tuple[str, str]]:
-    """{value field: (rank field, chart legend)}: each re-ranker kind's pair score, then the cosine."""
+def score_columns(loaded: dict[str, str] | None = None) -> dict[str, tuple[str, str]]:
+    """{field: (rank field, legend)} of each kind's pair score, the cosine and each ``loaded`` model ({name: role})."""
     columns = {k.pair_column: (k.rank_column, f"{k.label} {k.pair_value}") for k in RERANKERS.values()}
-    return columns | {"bi_encoder_cosine": ("cosine_rank", "bi-encoder cosine")}
+    columns["bi_encoder_cosine"] = ("cosine_rank", "bi-encoder cosine")
+    for name, role in (loaded or {}).items():
+        columns[f"{name} {'score' if role == CROSS_ENCODER else 'cosine'}"] = (f"{name} rank", name)
+    return columns
 
 
-def chart_columns(rows: Sequence[dict], extra: dict | None = None) -> dict[str, list]:
+def chart_columns(rows: Sequence[dict], loaded: dict[str, str] | None = None) -> dict[str, list]:
     """{legend: values} the charts draw: a re-ranker's calibrated probability where it has one."""
     probabilities = {
         k.pair_column: f"{k.key}_probability" for k in RERANKERS.values() if k.pair_value == "score"
     }
     out = {}
-    for key, (_, legend) in {**score_columns(), **(extra or {})}.items():
+    for key, (_, legend) in score_columns(loaded).items():
         field = probabilities.get(key)
         if field and any(row.get(field) is not None for row in rows):
             out[legend.replace(" score", " probability")] = [row.get(field) for row in rows]
@@ -65,11 +68,7 @@ def chart_columns(rows: Sequence[dict], extra: dict | None = None) -> dict[str, 
 
 
 def model_names(value: str | Sequence[str] | None, limit: int) -> list[str]:
-    """The ``models`` input: Hub ids (or folders) separated by commas or lines, or a list; at most ``limit``.
-
-    >>> model_names("org/a, org/b\\norg/a", 2)
-    ['org/a', 'org/b']
-    """
+    """The ``models`` input: Hub ids (or folders) separated by commas or lines, or a list; at most ``limit``."""
     if value is None:
         return []
     parts = value.replace("\n", ",").split(",") if isinstance(value, str) else [str(v) for v in value]
@@ -80,14 +79,6 @@ def model_names(value: str | Sequence[str] | None, limit: int) -> list[str]:
             "loaded on demand at once: compare fewer at a time"
         )
     return names
-
-
-def extra_columns(loaded: dict[str, str]) -> dict[str, tuple[str, str]]:
-    """{"<name> score" or "<name> cosine": ("<name> rank", name)} of each of ``loaded``: {name: role}."""
-    return {
-        f"{name} {'score' if role == CROSS_ENCODER else 'cosine'}": (f"{name} rank", name)
-        for name, role in loaded.items()
-    }
 
 
 def score_pairs(
@@ -120,14 +111,13 @@ def score_pairs(
         for name, kind in RERANKERS.items()
     }
     values["bi_encoder_cosine"] = _cosines(models.bi_encoder, query, docs, given)
-    loaded = {name: role for name, (role, _) in extra.items()}  # loaded by name: {name: role}
-    added = extra_columns(loaded)
-    for (name, (role, model)), field in zip(extra.items(), added, strict=True):
+    for name, (role, model) in extra.items():
         if role == CROSS_ENCODER:
-            values[field] = np.asarray(model.score_pairs(query, docs), dtype=float).tolist()
+            values[f"{name} score"] = np.asarray(model.score_pairs(query, docs), dtype=float).tolist()
         else:
             prompts[name] = {**model_prompts(model), **changed}
-            values[field] = _cosines(model, query, docs, prompts[name])
+            values[f"{name} cosine"] = _cosines(model, query, docs, prompts[name])
+    loaded = {name: role for name, (role, _) in extra.items()}  # loaded by name: {name: role}
     probabilities, reading = _probabilities(models, values)
     rows = [
         {"doc": i + 1, "document": snippet(doc, 120)}
@@ -135,7 +125,7 @@ def score_pairs(
         | {key: rounded(p[i]) if p else None for key, p in probabilities.items()}
         for i, doc in enumerate(docs)
     ]
-    _add_ranks(rows, values, added)
+    _add_ranks(rows, values, loaded)
     # how the pairs are read: by a re-ranker's body, else the bi-encoder's
     inspect = models.inspect
     reader = next((inspect[k] for k in models.loaded if k in inspect), inspect[BI_ENCODER])
@@ -196,9 +186,9 @@ def _probabilities(models: AppModels, values: dict) -> tuple[dict[str, list[floa
     return probabilities, notes
 
 
-def _add_ranks(rows: list[dict], values: dict[str, list[float] | None], extra: dict | None = None) -> None:
+def _add_ranks(rows: list[dict], values: dict[str, list[float] | None], loaded: dict | None = None) -> None:
     """Each row's rank (from 1) by each score column, in place (None where it has no score)."""
-    for key, (rank_key, _) in {**score_columns(), **(extra or {})}.items():
+    for key, (rank_key, _) in score_columns(loaded).items():
         scores = values.get(key)
         order = np.argsort(-np.asarray(scores, dtype=float), kind="stable") if scores else []
         ranks = {int(i): rank for rank, i in enumerate(order, 1)}
@@ -218,7 +208,7 @@ def shown_names() -> dict[str, str]:
 
 def _chart(data: dict) -> tuple[list[str], dict[str, list]]:
     """(documents, {legend: values}) of the answer's chart, as both twins draw it."""
-    return data["documents"], chart_columns(data["scores"], extra_columns(data.get("models") or {}))
+    return data["documents"], chart_columns(data["scores"], data.get("models"))
 
 
 def after_scoring(out, data, png, models: AppModels):
@@ -231,8 +221,7 @@ def after_scoring(out, data, png, models: AppModels):
     choices = [(f"{i}. {d[:60]}", i) for i, d in enumerate(docs, 1)]
     shown = shown_names()
     table = frame([{shown.get(k, k): v for k, v in row.items()} for row in data["scores"]], drop_empty=True)
-    # shares of the box (a phone scrolls it, ui.CSS): the document wraps in 520 px, a score or rank column
-    # is as wide as its header (bold monospace)
+    # shares of the box (ui.CSS): the document wraps in 520 px, a score or rank column is as wide as its header
     widths = shares(
         [{"doc": 56, "document": 520}.get(c, max(90, round(8.5 * len(c)) + 30)) for c in table.columns]
     )
@@ -308,9 +297,7 @@ def build(ui: Ui) -> None:
     pair_formation = ui.summary("pair-summary", "pair_formation")
     with gr.Accordion("Tokens of document 1 as the cross-encoder reads them (ids, token types)", open=False):
         headers = frame([], ["position", "token", "token_id", "token_type"])
-        pair_tokens = gr.Dataframe(
-            headers, label="pair_tokens", show_label=False, elem_classes=["ctxir-table"]
-        )
+        pair_tokens = ui.table(label="pair_tokens", value=headers, show_label=False)
     pair_json = ui.numbers()
     explained = explain_tab.Panel("pair-explain")
 

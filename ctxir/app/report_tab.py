@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import json
 from pathlib import Path
 
@@ -14,8 +13,13 @@ from ctxir.app.ui import Ui, exports, guard, show
 from ctxir.checks import check_int
 from ctxir.data.beir import load_beir, load_qrels, load_queries
 from ctxir.data.demo import ASSETS, demo_corpus
+from ctxir.evaluation import report as reports
+from ctxir.evaluation.report_html import render_report
+from ctxir.explain.failures import explain_failures
 from ctxir.retrieval.retrievers import BM25Retriever
 from ctxir.types import CtxirError, run_from_hits
+from ctxir.viz.attention import iframe
+from ctxir.viz.differences import comparison_differences, format_p
 
 MAX_WORST = 50  # worst queries a report drawn here shows: the input's maximum and the views' check
 HOW = (
@@ -24,12 +28,8 @@ HOW = (
 )
 
 
-def failure_report(
-    state: AppState, path: str | Path | None, worst: int = 10, metric: str = "nDCG@10"
-) -> ViewResult:
+def failure_report(state: AppState, path: str | Path | None, worst: int = 10) -> ViewResult:
     """A failure report from an uploaded file: a saved report's JSON, or a results JSON of the app's corpus."""
-    from ctxir.evaluation import report as reports
-
     if not path:
         raise CtxirError(f"no file was uploaded: choose {HOW}")
     worst = check_int(worst, "worst queries", 1, MAX_WORST)
@@ -51,8 +51,7 @@ def failure_report(
         cases, meta, kind, note = raw.get("cases"), raw.get("meta"), "report", ""
         if not isinstance(cases, list) or not isinstance(meta, dict):
             raise CtxirError(
-                f'{path.name} has no list of "cases" and object "meta": upload the .json '
-                "ctxir wrote, unchanged"
+                f'{path.name} has no list of "cases" and object "meta": upload the .json ctxir wrote, unchanged'
             )
     elif "runs" in raw or "per_query" in raw:  # judged by the qrels of the BEIR folder the app was started on
         config = raw.get("config") if isinstance(raw.get("config"), dict) else {}
@@ -60,11 +59,9 @@ def failure_report(
         made_on, name = str(config.get("data") or ""), path.name
         if folder is None or not (folder / "qrels").is_dir():
             raise CtxirError(
-                f"{name} is a results JSON: drilling into it needs the corpus, queries and qrels it was "
-                f"made on ({made_on or 'not named in the file'!r}), and this app was started on "
+                f"{name} is a results JSON: it needs the qrels it was made on, and this app was started on "
                 f"{state.default_corpus!r}, which has no qrels. Start the app with `--corpus "
-                f"{made_on or 'BEIR_FOLDER'}`, or run `ctxir report {name}` and upload the .json "
-                "it writes"
+                f"{made_on or 'BEIR_FOLDER'}`, or run `ctxir report {name}` and upload the .json it writes"
             )
         if made_on and Path(made_on).name != folder.name:
             raise CtxirError(
@@ -73,7 +70,7 @@ def failure_report(
             )
         split = str(config.get("split") or "test")
         corpus, queries, qrels = load_beir(folder, split)
-        cases, meta = reports.report_from_results(raw, corpus, queries, qrels, metric=metric, worst=worst)
+        cases, meta = reports.report_from_results(raw, corpus, queries, qrels, worst=worst)
         meta, kind = {**meta, "data": str(folder), "split": split}, "results"
         note = (
             "Drawn from the results JSON without model explanations (each takes minutes on a CPU): "
@@ -84,16 +81,11 @@ def failure_report(
             f'{path.name} is neither a ctxir failure report (no "format": {reports.REPORT_FORMAT!r}) nor a '
             f'results JSON (no "runs"): upload {HOW}'
         )
-    return _shown(cases, meta, kind, path.name, f"from {md_code(path.name)}", metric, note)
+    return _shown(cases, meta, kind, path.name, f"from {md_code(path.name)}", note)
 
 
-def _shown(
-    cases: list, meta: dict, kind: str, source: str, where: str, metric: str, note: str = ""
-) -> ViewResult:
+def _shown(cases: list, meta: dict, kind: str, source: str, where: str, note: str = "") -> ViewResult:
     """A report drawn as the tab's answer: a summary line (and ``note``), the page, and the numbers."""
-    from ctxir.evaluation.report_html import render_report
-    from ctxir.viz.differences import comparison_differences, format_p
-
     try:
         page = render_report(cases, meta)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
@@ -101,7 +93,7 @@ def _shown(
             f"{source} is not a report this app can draw ({type(err).__name__}: {err}): upload the "
             ".json ctxir wrote, unchanged"
         ) from None
-    metric = meta.get("metric") or metric
+    metric = meta.get("metric") or "nDCG@10"
     queries = meta.get("num_queries")
     queries = plural(queries, "query", "queries") if isinstance(queries, int) else "? queries"
     lines = [
@@ -126,35 +118,24 @@ def _shown(
     return ViewResult(data=data, html=page, text="\n\n".join(lines))
 
 
-def sample_report(state: AppState, worst: int = 10, metric: str = "nDCG@10") -> ViewResult:
+def sample_report(state: AppState, worst: int = 10) -> ViewResult:
     """The tab tried out of the box: BM25 over the demo corpus that ships with ctxir."""
-    from ctxir.evaluation.report import failure_cases, report_meta
-    from ctxir.explain.failures import explain_failures
-
     worst = check_int(worst, "worst queries", 1, MAX_WORST)
     corpus = demo_corpus()
     queries = load_queries(ASSETS / "demo_queries.jsonl")
     qrels = load_qrels(ASSETS / "demo_qrels.tsv")
     bm25 = BM25Retriever(corpus, cache=False)
     run = run_from_hits(bm25.search(queries, top_k=100))
-    cases = explain_failures(failure_cases(qrels, run, corpus, queries, metric, worst), corpus, bm25=bm25)
+    cases = reports.failure_cases(qrels, run, corpus, queries, worst=worst)
+    cases = explain_failures(cases, corpus, bm25=bm25)
     made_on = {"data": "ctxir demo corpus", "split": "demo_qrels.tsv"}
-    meta = report_meta(qrels, run, metric, bm25.name, made_on, explained_with=[bm25.name])
+    meta = reports.report_meta(qrels, run, "nDCG@10", bm25.name, made_on, explained_with=[bm25.name])
     note = (
         f"The sample: BM25 over the demo corpus ({plural(len(corpus), 'document')}), judged by the "
         f"{plural(len(qrels), 'query', 'queries')} of `demo_qrels.tsv` that ship with ctxir; upload your own "
         "report or results JSON to see yours."
     )
-    return _shown(cases, meta, "sample", "demo_qrels.tsv", "BM25 on the demo corpus", metric, note)
-
-
-def sandboxed(document: str) -> str:
-    """``document`` in an ``<iframe srcdoc>`` with every sandbox restriction: no script, no form, no same origin."""
-    return (
-        f'<iframe title="failure report" sandbox="" srcdoc="{html.escape(document, quote=True)}" '
-        'style="width:100%;height:78vh;min-height:420px;border:1px solid #ddd;border-radius:6px;'
-        'background:white"></iframe>'
-    )
+    return _shown(cases, meta, "sample", "demo_qrels.tsv", "BM25 on the demo corpus", note)
 
 
 def build(ui: Ui) -> None:
@@ -163,7 +144,8 @@ def build(ui: Ui) -> None:
 
     def answer(r: ViewResult, stem: str) -> tuple:
         ui.visitor()
-        return r.text, sandboxed(r.html), out.html(r.html, stem), r.data
+        shown = iframe(r.html, "max(78vh, 420px)", "failure report", sandbox=True)
+        return r.text, shown, out.html(r.html, stem), r.data
 
     @guard
     def do_report(file, worst):

@@ -124,15 +124,13 @@ def with_script_urls(document: str, url: Callable[[str], str]) -> str:
     return document
 
 
-def iframe(document: str, height: int = 600, title: str = "attention view") -> str:
-    """An ``<iframe srcdoc=…>`` that runs ``document``'s scripts inside a ``gr.HTML`` value."""
+def iframe(document: str, height: str = "600px", title: str = "attention view", sandbox: bool = False) -> str:
+    """``document`` in an ``<iframe srcdoc>`` for a ``gr.HTML`` value; ``sandbox``: no script, form or same origin."""
+    sandboxed = ' sandbox=""' if sandbox else ""
     return (
-        f'<iframe title="{html.escape(title)}" srcdoc="{html.escape(document, quote=True)}" '
-        f'style="width:100%;height:{int(height)}px;border:0;background:white"></iframe>'
+        f'<iframe title="{html.escape(title)}"{sandboxed} srcdoc="{html.escape(document, quote=True)}" '
+        f'style="width:100%;height:{height};border:0;background:white"></iframe>'
     )
-
-
-VIEWS = ("head", "model")
 
 
 def select_indices(requested: Sequence[int] | None, available: int, what: str) -> list[int]:
@@ -182,8 +180,8 @@ def bertviz_document(
     import torch
     from bertviz import head_view, model_view
 
-    if view not in VIEWS:
-        raise CtxirError(f"view {view!r} is not known: use one of {', '.join(VIEWS)}")
+    if view not in ("head", "model"):
+        raise CtxirError(f"view {view!r} is not known: use one of head, model")
     layers, heads = check_attention_size(internals, layers, heads, max_tokens)
     # float64, so the rounded values print short
     rounded = np.round(internals.attentions.astype(np.float64), decimals)  # (layers, heads, tokens, tokens)
@@ -203,9 +201,8 @@ def attention_weights_figure(
 ):
     """One head's (tokens × tokens) weights as a matplotlib heatmap; rows attend to columns."""
     title = f"attention, layer {layer} head {head} (each row sums to 1)"
-    style = MatrixStyle(
-        0.0, annotate=len(tokens) <= 24, xlabel="attended to (key)", ylabel="attending (query)"
-    )
+    axes = {"xlabel": "attended to (key)", "ylabel": "attending (query)"}
+    style = MatrixStyle(0.0, annotate=len(tokens) <= 24, **axes)
     fig = heatmap_figure(weights, tokens, tokens, title, style)
     if sentence_b_start is not None:
         fig.axes[0].axhline(sentence_b_start - 0.5, color="white", lw=1)
@@ -250,14 +247,11 @@ HEAD_STATS = {  # head_summary's columns the figures draw, with their titles
 
 def head_summary_figure(rows: list[dict]):
     """Layers × heads grids of the summary's entropy and shares (``HEAD_STATS``)."""
-    n_layers = max(r["layer"] for r in rows) + 1
-    n_heads = max(r["head"] for r in rows) + 1
+    n_layers, n_heads = rows[-1]["layer"] + 1, rows[-1]["head"] + 1  # rows in (layer, head) order
     fig = new_figure((3.2 * len(HEAD_STATS), 0.45 * n_layers + 1.8))
     axes = fig.subplots(1, len(HEAD_STATS))
     for ax, (key, title) in zip(axes, HEAD_STATS.items(), strict=True):
-        grid = np.zeros((n_layers, n_heads))
-        for r in rows:
-            grid[r["layer"], r["head"]] = r[key]
+        grid = np.reshape([r[key] for r in rows], (n_layers, n_heads))
         entropy = key == "entropy"  # in nats, unbounded; the shares run from 0 to 1
         image = ax.imshow(
             grid, cmap="magma" if entropy else "Blues", aspect="auto", vmin=0, vmax=None if entropy else 1

@@ -15,16 +15,10 @@ from ctxir.files import write_atomic
 from ctxir.types import CtxirError
 from ctxir.viz.embeddings import new_figure, save_png
 
-PLOT_FORMATS = {".png": "a picture, by matplotlib", ".html": "an interactive page, by plotly"}
-
 
 def format_p(p: float) -> str:
     """A p-value to 4 decimals, those below 1e-4 in scientific notation."""
     return f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
-
-
-def _count(n: int, word: str, words: str) -> str:
-    return f"{n} {word if n == 1 else words}"
 
 
 @dataclass(frozen=True)
@@ -45,9 +39,9 @@ class QueryDifferences:
 
     @property
     def title(self) -> str:
-        counts = f"{_count(self.wins, 'win', 'wins')}, {_count(self.losses, 'loss', 'losses')}, "
-        counts += _count(self.ties, "tie", "ties")
-        title = f"{self.system} vs {self.baseline} · {self.metric}: {counts}"
+        counts = ((self.wins, "win", "wins"), (self.losses, "loss", "losses"), (self.ties, "tie", "ties"))
+        shown = ", ".join(f"{n} {one if n == 1 else many}" for n, one, many in counts)
+        title = f"{self.system} vs {self.baseline} · {self.metric}: {shown}"
         if self.p is not None:
             title += f" · p = {format_p(self.p)}"
             if self.p_adjusted is not None and self.p_adjusted != self.p:
@@ -153,10 +147,10 @@ def check_plot_path(path: str | Path, what: str = "plot") -> Path:
     """``path`` when its suffix says a format ``save_differences`` writes; checked before any work."""
     path = Path(path)
     suffix = path.suffix.lower()
-    if suffix not in PLOT_FORMATS:
-        formats = " or ".join(f"{s} ({kind})" for s, kind in PLOT_FORMATS.items())
+    if suffix not in (".png", ".html"):
         raise CtxirError(
-            f"{what} {str(path)!r} must end in {formats}: name the file e.g. results/compare.png"
+            f"{what} {str(path)!r} must end in .png (a picture, by matplotlib) or .html (an interactive page, "
+            "by plotly): name the file e.g. results/compare.png"
         )
     if suffix == ".html" and importlib.util.find_spec("plotly") is None:
         raise CtxirError(
@@ -172,8 +166,5 @@ def save_differences(path: str | Path, differences: Sequence[QueryDifferences]) 
     if path.suffix.lower() == ".png":
         save_png(differences_figure(differences), path)
     else:
-        page = differences_plotly(differences).to_html(
-            include_plotlyjs=True, full_html=True, config={"responsive": True}
-        )
-        write_atomic(path, page)
+        write_atomic(path, differences_plotly(differences).to_html(config={"responsive": True}))
     return path

@@ -147,9 +147,8 @@ def heatmap_figure(
     ax.set_yticks(range(rows), [str(r)[:50] for r in row_labels], fontsize=8)
     ax.set(xlabel=style.xlabel, ylabel=style.ylabel)
     if style.annotate if style.annotate is not None else rows * cols <= 200:
-        dark_above = (
-            np.nanmax(matrix) + np.nanmin(matrix)
-        ) / 2  # black on the light cells, white on the dark
+        # black on the light cells, white on the dark
+        dark_above = (np.nanmax(matrix) + np.nanmin(matrix)) / 2
         for (i, j), value in np.ndenumerate(matrix):
             color = "black" if value > dark_above else "white"
             ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7, color=color, in_layout=False)
